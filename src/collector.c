@@ -1,0 +1,405 @@
+/* collector.c - the collector thread and the drain.
+ *
+ * The thread sleeps on prof_rt.wake for PROF_COLLECT_PERIOD_NS (or less
+ * when a timed summary is due), is woken early by prof_step when a step
+ * summary is due, and on each wake, under the runtime lock, drains every
+ * ring: per thread, records arrive in the order their zones ended, so a
+ * zone's children (which end first) have already been seen when it
+ * arrives, and its self time is its duration minus what its children at
+ * depth + 1 added up to since. Nothing waits for a parent to end. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof.h"
+#include "clock.h"
+#include "collector.h"
+#include "cuda.h"
+#include "env.h"
+#include "log.h"
+#include "process.h"
+#include "registry.h"
+#include "runtime.h"
+#include "stats.h"
+#include "trace.h"
+
+int prof_pending_signal;
+
+static pthread_t collector_id;
+static int summary_fd = -1;
+static int summary_failed;
+
+int prof_collector_is_self(void)
+{
+    return prof_rt.collector_running && pthread_equal(pthread_self(), collector_id);
+}
+
+static int traced(uint64_t ticks)
+{
+    const struct prof_config *cfg = prof_config_get();
+    uint64_t open, close;
+
+    if (!prof_trace_active())
+        return 0;
+    if (cfg->trace_step_first > 0) {
+        open = __atomic_load_n(&prof_trace_open_ticks, __ATOMIC_ACQUIRE);
+        if (open == 0 || ticks < open)
+            return 0;
+    }
+    close = __atomic_load_n(&prof_trace_close_ticks, __ATOMIC_ACQUIRE);
+    return close == 0 || ticks < close;
+}
+
+static void take_zone(struct prof_thread *t, const prof_record_ *r)
+{
+    uint32_t d = r->depth > PROF_MAX_DEPTH_ ? PROF_MAX_DEPTH_ : r->depth;
+    uint64_t dur = r->end > r->start ? prof_clock_delta_ns(r->end - r->start) : 0;
+    uint64_t children = t->child_ns[d + 1];
+    struct prof_stage *s;
+
+    t->child_ns[d + 1] = 0;
+    t->child_ns[d] += dur;
+    if ((s = prof_stats_stage(r->name, 0)) == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
+    if (traced(r->start))
+        prof_trace_zone(t, s, prof_clock_to_ns(r->start), dur, r->depth);
+}
+
+static void take_record(struct prof_thread *t, const prof_record_ *r)
+{
+    double v;
+
+    switch (r->kind) {
+    case PROF_RECORD_ZONE_:
+        take_zone(t, r);
+        break;
+    case PROF_RECORD_COUNTER_:
+        memcpy(&v, &r->end, sizeof v);
+        prof_stats_counter(r->name, v);
+        if (traced(r->start))
+            prof_trace_counter(t, r->name, prof_clock_to_ns(r->start), v);
+        break;
+    case PROF_RECORD_MARK_:
+        prof_stats_mark(r->name);
+        if (traced(r->start))
+            prof_trace_instant(t, r->name, "mark", prof_clock_to_ns(r->start), -1);
+        break;
+    case PROF_RECORD_STEP_:
+        if (traced(r->start)) {
+            char name[40];
+            snprintf(name, sizeof name, "step %llu", (unsigned long long)r->end);
+            prof_trace_instant(t, name, "step", prof_clock_to_ns(r->start), (int64_t)r->end);
+        }
+        break;
+    case PROF_RECORD_CUDA_:
+        prof_cuda_submit(r);
+        break;
+    default:
+        break;
+    }
+}
+
+static void drain(struct prof_thread *t)
+{
+    /* Acquire: records up to head were fully written by their thread. */
+    uint64_t head = __atomic_load_n(&t->hot.head, __ATOMIC_ACQUIRE);
+    uint64_t tail = t->hot.tail;
+    uint64_t lost;
+
+    for (; tail != head; tail++)
+        take_record(t, &t->hot.ring[tail & t->hot.mask]);
+    /* Release: we are done reading these slots; the thread may reuse them. */
+    __atomic_store_n(&t->hot.tail, tail, __ATOMIC_RELEASE);
+
+    lost = __atomic_load_n(&t->hot.dropped, __ATOMIC_RELAXED);
+    if (lost != t->dropped_seen) {
+        prof_rt.dropped += lost - t->dropped_seen;
+        prof_rt.dropped_window += lost - t->dropped_seen;
+        t->dropped_seen = lost;
+    }
+    lost = __atomic_load_n(&t->hot.reentered, __ATOMIC_RELAXED);
+    if (lost != t->reentered_seen) {
+        prof_rt.dropped += lost - t->reentered_seen;
+        prof_rt.dropped_window += lost - t->reentered_seen;
+        t->reentered_seen = lost;
+    }
+}
+
+static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, uint64_t start_ns,
+                     uint64_t end_ns)
+{
+    struct prof_stage *gpu = prof_stats_stage(name, PROF_STAGE_GPU);
+    struct prof_stage *cpu = prof_stats_stage(name, 0);
+    uint64_t dur = end_ns > start_ns ? end_ns - start_ns : 0;
+
+    (void)ctx;
+    if (gpu == NULL || cpu == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    prof_stats_gpu_zone(gpu, cpu, dur);
+    if (prof_trace_active())
+        prof_trace_gpu_zone(gpu, device, stream, start_ns, end_ns);
+}
+
+void prof_collect_locked(void)
+{
+    struct prof_thread **link = &prof_threads;
+
+    prof_clock_calibrate();
+    while (*link != NULL) {
+        struct prof_thread *t = *link;
+        /* Acquire pairs with thread_exited(): read before the last drain. */
+        int exited = __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE);
+
+        drain(t);
+        if (exited) {
+            *link = t->next;
+            prof_thread_free(t);
+        } else {
+            link = &t->next;
+        }
+    }
+    prof_cuda_poll(gpu_sink, NULL);
+    if (prof_trace_active())
+        prof_trace_dropped(prof_clock_now_ns(), prof_rt.dropped);
+    prof_trace_flush();
+}
+
+/* Write a whole summary to fd without dying of SIGPIPE on a closed pipe. */
+static int write_summary(int fd, const char *p, size_t n)
+{
+    sigset_t pipe_set, old;
+    int err = 0;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
+            break;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
+        /* Consume the SIGPIPE we caused before unblocking it. */
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return -err;
+}
+
+static int summary_target(void)
+{
+    const struct prof_config *cfg = prof_config_get();
+    char path[4096];
+    int to = cfg->summary_to;
+
+    if (to == PROF_TO_FILE && prof_rt.forked_from && !prof_path_has_pid(cfg->summary_path))
+        to = PROF_TO_STDERR;   /* a forked child must not write into the parent's file */
+    switch (to) {
+    case PROF_TO_OFF:
+        return -1;
+    case PROF_TO_STDOUT:
+        fflush(stdout);
+        return STDOUT_FILENO;
+    case PROF_TO_FILE:
+        if (summary_fd >= 0 || summary_failed)
+            return summary_fd;
+        if (prof_path_expand(cfg->summary_path, path, sizeof path) != 0) {
+            prof_log("PROF_SUMMARY: path too long; summaries go to stderr");
+            summary_failed = 1;
+            return -1;
+        }
+        summary_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                          0644);
+        if (summary_fd < 0) {
+            prof_log("summary %s: cannot open (%s); summaries go to stderr", path, strerror(errno));
+            summary_failed = 1;
+        }
+        return summary_fd;
+    default:
+        return STDERR_FILENO;
+    }
+}
+
+extern prof_summary_fn prof_summary_handler;
+extern void *prof_summary_handler_user;
+
+void prof_summary_emit_locked(enum prof_summary_kind kind)
+{
+    const struct prof_config *cfg = prof_config_get();
+    prof_summary_fn fn = prof_summary_handler;
+    void *user = prof_summary_handler_user;
+    struct prof_buf b = {0};
+    int fd, err;
+
+    prof_summary_format(&b, cfg->format, kind);
+    if (kind == PROF_KIND_PERIODIC) {
+        prof_stats_window_reset();
+        prof_rt.window_start_ns = prof_clock_now_ns();
+        prof_rt.window_start_step = __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
+        prof_rt.dropped_window = 0;
+    }
+    if (b.failed) {
+        prof_log("out of memory formatting the summary");
+        prof_buf_free(&b);
+        return;
+    }
+    /* The lock is released while the text goes out: a slow pipe or a
+     * handler must not stall the threads that wait for a flush. */
+    pthread_mutex_unlock(&prof_rt.lock);
+    if (fn != NULL) {
+        fn(user, b.data, kind == PROF_KIND_PERIODIC ? PROF_SUMMARY_PERIODIC : PROF_SUMMARY_FINAL);
+    } else {
+        fd = summary_target();
+        if (fd < 0 && summary_failed)
+            fd = STDERR_FILENO;
+        if (fd >= 0 && (err = write_summary(fd, b.data, b.len)) != 0) {
+            static int logged;
+            prof_log_once(&logged, "writing the summary failed (%s); later summaries may be lost",
+                          strerror(-err));
+        }
+    }
+    pthread_mutex_lock(&prof_rt.lock);
+    prof_buf_free(&b);
+}
+
+void prof_final_report_locked(void)
+{
+    size_t pending;
+
+    prof_collect_locked();
+    pending = prof_cuda_finish(gpu_sink, NULL, 2000);
+    if (pending)
+        prof_log("%zu GPU zones had not completed 2 s after shutdown began; they are not counted",
+                 pending);
+    /* A forked child that recorded nothing stays silent. */
+    if (!prof_rt.forked_from || prof_stats_nstages() > 0)
+        prof_summary_emit_locked(PROF_KIND_FINAL);
+    prof_trace_close();
+    if (summary_fd >= 0) {
+        close(summary_fd);
+        summary_fd = -1;
+    }
+}
+
+static void periodic(uint64_t now)
+{
+    const struct prof_config *cfg = prof_config_get();
+    uint64_t due = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
+
+    if (cfg->every_steps && due > prof_rt.summary_step_done) {
+        prof_rt.summary_step_done = due;
+        prof_summary_emit_locked(PROF_KIND_PERIODIC);
+    }
+    if (cfg->every_ns && now >= prof_rt.next_summary_ns) {
+        prof_summary_emit_locked(PROF_KIND_PERIODIC);
+        prof_rt.next_summary_ns = now + cfg->every_ns;
+    }
+}
+
+static void end_by_signal(int sig)
+{
+    prof_rt.shut_down = 1;
+    __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);
+    prof_final_report_locked();
+    pthread_mutex_unlock(&prof_rt.lock);
+    /* Let the signal do what it would have done without us. */
+    signal(sig, SIG_DFL);
+    kill(getpid(), sig);
+    pthread_mutex_lock(&prof_rt.lock);
+}
+
+static void *collector_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&prof_rt.lock);
+    while (!prof_rt.stopping) {
+        const struct prof_config *cfg = prof_config_get();
+        uint64_t now = prof_clock_now_ns(), wait = PROF_COLLECT_PERIOD_NS;
+        struct timespec until;
+        int sig;
+
+        if (cfg->every_ns && prof_rt.next_summary_ns > now && prof_rt.next_summary_ns - now < wait)
+            wait = prof_rt.next_summary_ns - now;
+        now += wait;
+        until.tv_sec = (time_t)(now / 1000000000u);
+        until.tv_nsec = (long)(now % 1000000000u);
+        pthread_cond_timedwait(&prof_rt.wake, &prof_rt.lock, &until);
+        if (prof_rt.stopping)
+            break;
+        prof_collect_locked();
+        if ((sig = __atomic_load_n(&prof_pending_signal, __ATOMIC_ACQUIRE)) != 0) {
+            end_by_signal(sig);
+            break;
+        }
+        periodic(prof_clock_now_ns());
+    }
+    pthread_mutex_unlock(&prof_rt.lock);
+    return NULL;
+}
+
+int prof_collector_start_locked(void)
+{
+    pthread_attr_t attr;
+    pthread_condattr_t ca;
+    sigset_t all, old;
+    int err;
+
+    if (prof_rt.collector_running)
+        return 0;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&prof_rt.wake);
+    pthread_cond_init(&prof_rt.wake, &ca);
+    pthread_condattr_destroy(&ca);
+
+    /* The collector takes no signals: the program's handlers must run on
+     * the program's threads. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_attr_init(&attr);
+    err = pthread_create(&collector_id, &attr, collector_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0) {
+        prof_log("cannot start the collector thread (%s); recording is off", strerror(err));
+        return -err;
+    }
+    prof_rt.collector = collector_id;
+    prof_rt.collector_running = 1;
+    prof_rt.stopping = 0;
+    return 0;
+}
+
+void prof_collector_stop(void)
+{
+    pthread_mutex_lock(&prof_rt.lock);
+    if (!prof_rt.collector_running || prof_collector_is_self()) {
+        pthread_mutex_unlock(&prof_rt.lock);
+        return;
+    }
+    prof_rt.stopping = 1;
+    pthread_cond_signal(&prof_rt.wake);
+    pthread_mutex_unlock(&prof_rt.lock);
+    pthread_join(collector_id, NULL);
+    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt.collector_running = 0;
+    prof_rt.stopping = 0;
+    pthread_mutex_unlock(&prof_rt.lock);
+}

@@ -1,0 +1,34 @@
+/* collector.h - the collector thread: drains rings, feeds statistics and
+ * the trace, prints periodic summaries. */
+#ifndef PROF_COLLECTOR_H
+#define PROF_COLLECTOR_H
+
+#include <stdint.h>
+
+#include "summary.h"
+
+/* Wake period: rings are drained at least this often. */
+#define PROF_COLLECT_PERIOD_NS (20 * 1000000ull)
+
+/* Start the thread (runtime lock held). Returns 0 or a negative errno. */
+int prof_collector_start_locked(void);
+
+/* Ask the thread to exit and wait for it (runtime lock NOT held). */
+void prof_collector_stop(void);
+
+/* Nonzero on the collector thread. */
+int prof_collector_is_self(void);
+
+/* Format a summary (lock held) and deliver it where PROF_SUMMARY or the
+ * summary handler says, with the lock released while writing. Called with
+ * the lock held; returns with it held. */
+void prof_summary_emit_locked(enum prof_summary_kind kind);
+
+/* Everything that ends a run: final drain, pending GPU zones, the final
+ * summary, the trace's closing ']'. Lock held. */
+void prof_final_report_locked(void);
+
+/* A signal asked for the run to end (SIGINT/SIGTERM, see lib.c). */
+extern int prof_pending_signal;
+
+#endif

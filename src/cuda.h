@@ -1,0 +1,34 @@
+/* cuda.h - GPU zones timed with CUDA events; the driver is dlopen'd.
+ *
+ * Application thread: prof_cuda_zone_begin/_end (prof.h) record a pooled
+ * start/end event pair on the stream and push one PROF_RECORD_CUDA_ record
+ * (parent = the pair) into the thread's ring. Collector thread: hands each
+ * such record to prof_cuda_submit(), then calls prof_cuda_poll() on every
+ * wake, which delivers the zones whose end event completed to a sink. */
+#ifndef PROF_CUDA_H
+#define PROF_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prof.h"
+
+/* A completed GPU zone, in the CLOCK_MONOTONIC ns domain. */
+typedef void (*prof_gpu_sink)(void *ctx, const char *name, int device, uint64_t stream,
+                              uint64_t start_ns, uint64_t end_ns);
+
+/* Collector: take a drained PROF_RECORD_CUDA_ record. */
+void prof_cuda_submit(const prof_record_ *r);
+
+/* Collector: deliver every pending zone whose events completed. */
+void prof_cuda_poll(prof_gpu_sink sink, void *ctx);
+
+/* Shutdown: wait up to timeout_ms for pending zones, deliver them, release
+ * the rest; returns how many were still incomplete (the caller reports). */
+size_t prof_cuda_finish(prof_gpu_sink sink, void *ctx, unsigned timeout_ms);
+
+/* After fork, in the child: forget pending zones and pools (the child has
+ * no CUDA context of its own). */
+void prof_cuda_atfork_child(void);
+
+#endif

@@ -1,0 +1,279 @@
+/* env.c - PROF_* environment variables, parsed once.
+ *
+ * Every variable has a default; a value that does not parse produces one
+ * line naming the variable and the value (escaped, truncated) and the
+ * default is used. An empty value counts as unset. */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof.h"
+#include "env.h"
+#include "log.h"
+
+static const char *env_lookup(const char *name)
+{
+    const char *v = getenv(name);
+
+    return (v != NULL && v[0] != '\0') ? v : NULL;
+}
+
+/* Digits only, no sign, no overflow. */
+static int parse_u64(const char *s, const char **end, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (!isdigit((unsigned char)*s))
+        return -EINVAL;
+    for (; isdigit((unsigned char)*s); s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    *end = s;
+    *out = v;
+    return 0;
+}
+
+static int mul_check(uint64_t v, uint64_t m, uint64_t *out)
+{
+    if (m != 0 && v > UINT64_MAX / m)
+        return -ERANGE;
+    *out = v * m;
+    return 0;
+}
+
+int prof_parse_size(const char *s, uint64_t *out)
+{
+    const char *end;
+    uint64_t v, mult = 1;
+    int err = parse_u64(s, &end, &v);
+
+    if (err)
+        return err;
+    if (*end == 'k' || *end == 'K')
+        mult = 1024, end++;
+    else if (*end == 'm' || *end == 'M')
+        mult = 1024 * 1024, end++;
+    else if (*end == 'g' || *end == 'G')
+        mult = 1024ull * 1024 * 1024, end++;
+    if (*end != '\0')
+        return -EINVAL;
+    return mul_check(v, mult, out);
+}
+
+int prof_parse_every(const char *s, uint64_t *ns, uint64_t *steps)
+{
+    static const struct { const char *suffix; uint64_t ns; } units[] = {
+        {"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000ull},
+        {"m", 60000000000ull}, {"min", 60000000000ull}, {"h", 3600000000000ull},
+    };
+    const char *end;
+    uint64_t v;
+    int err;
+
+    *ns = 0;
+    *steps = 0;
+    if (strcmp(s, "off") == 0 || strcmp(s, "0") == 0)
+        return 0;
+    if ((err = parse_u64(s, &end, &v)) != 0)
+        return err;
+    if (v == 0)
+        return -EINVAL;
+    if (strcmp(end, "steps") == 0 || strcmp(end, "step") == 0) {
+        *steps = v;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(end, units[i].suffix) == 0)
+            return mul_check(v, units[i].ns, ns);
+    return -EINVAL;   /* a bare number is ambiguous: seconds or steps? */
+}
+
+int prof_parse_range(const char *s, uint64_t *first, uint64_t *last)
+{
+    const char *end;
+    int err;
+
+    *first = 0;
+    *last = UINT64_MAX;
+    if (*s != '-') {
+        if ((err = parse_u64(s, &end, first)) != 0)
+            return err;
+        s = end;
+        if (*s == '\0') {
+            *last = *first;
+            return 0;
+        }
+    }
+    if (*s++ != '-')
+        return -EINVAL;
+    if (*s != '\0') {
+        if ((err = parse_u64(s, &end, last)) != 0)
+            return err;
+        if (*end != '\0')
+            return -EINVAL;
+    }
+    return *first <= *last ? 0 : -EINVAL;
+}
+
+static int parse_switch(const char *s, int *out)
+{
+    static const char *on[] = {"1", "on", "true", "yes"};
+    static const char *off[] = {"0", "off", "false", "no"};
+
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, on[i]) == 0)
+            return *out = PROF_SWITCH_ON, 0;
+        if (strcasecmp(s, off[i]) == 0)
+            return *out = PROF_SWITCH_OFF, 0;
+    }
+    return -EINVAL;
+}
+
+/* The value as it may appear in a message: printable ASCII, at most 60. */
+static void quote_value(char *buf, size_t size, const char *v)
+{
+    size_t n = 0;
+
+    for (; *v != '\0' && n + 5 < size; v++) {
+        unsigned char c = (unsigned char)*v;
+        if (n >= 60) {
+            memcpy(buf + n, "...", 3);
+            n += 3;
+            break;
+        }
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            buf[n++] = (char)c;
+        else
+            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+    }
+    buf[n] = '\0';
+}
+
+static void bad_value(const char *name, const char *value, const char *expected,
+                      const char *fallback)
+{
+    char q[80];
+
+    quote_value(q, sizeof q, value);
+    prof_log("%s=\"%s\" is not valid (expected %s); using %s", name, q, expected, fallback);
+}
+
+static char *dup_or_warn(const char *s)
+{
+    char *d = strdup(s);
+
+    if (d == NULL)
+        prof_log("out of memory reading the environment");
+    return d;
+}
+
+int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char *name))
+{
+    const char *v;
+    uint64_t n, m;
+    int bad = 0, sw;
+
+    memset(cfg, 0, sizeof *cfg);
+    cfg->prof = PROF_SWITCH_UNSET;
+    cfg->format = PROF_FORMAT_TEXT;
+    cfg->buffer = PROF_BUFFER_DEFAULT;
+    cfg->trace_step_last = UINT64_MAX;
+
+    if ((v = lookup("PROF")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->prof = sw;
+        else
+            bad++, bad_value("PROF", v, "1 or 0", "off");
+    }
+    if ((v = lookup("PROF_SUMMARY")) != NULL) {
+        if (strcmp(v, "stderr") == 0)
+            cfg->summary_to = PROF_TO_STDERR;
+        else if (strcmp(v, "stdout") == 0 || strcmp(v, "-") == 0)
+            cfg->summary_to = PROF_TO_STDOUT;
+        else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)
+            cfg->summary_to = PROF_TO_OFF;
+        else if ((cfg->summary_path = dup_or_warn(v)) != NULL)
+            cfg->summary_to = PROF_TO_FILE;
+    }
+    if ((v = lookup("PROF_SUMMARY_EVERY")) != NULL &&
+        prof_parse_every(v, &cfg->every_ns, &cfg->every_steps) != 0)
+        bad++, bad_value("PROF_SUMMARY_EVERY", v, "e.g. 10s, 500ms, 100steps or off",
+                         "a summary at exit only");
+    if ((v = lookup("PROF_SUMMARY_FORMAT")) != NULL) {
+        if (strcmp(v, "text") == 0)
+            cfg->format = PROF_FORMAT_TEXT;
+        else if (strcmp(v, "json") == 0)
+            cfg->format = PROF_FORMAT_JSON;
+        else
+            bad++, bad_value("PROF_SUMMARY_FORMAT", v, "text or json", "text");
+    }
+    if ((v = lookup("PROF_BUFFER")) != NULL) {
+        if (prof_parse_size(v, &n) == 0 && n >= PROF_BUFFER_MIN && n <= PROF_BUFFER_MAX) {
+            /* Round up to a power of two so the ring can mask. */
+            for (m = PROF_BUFFER_MIN; m < n; m <<= 1)
+                ;
+            cfg->buffer = m;
+        } else {
+            bad++, bad_value("PROF_BUFFER", v, "a record count from 16 to 16M, e.g. 64k",
+                             "32768");
+        }
+    }
+    if ((v = lookup("PROF_TRACE")) != NULL)
+        cfg->trace_path = dup_or_warn(v);
+    if ((v = lookup("PROF_TRACE_STEPS")) != NULL &&
+        prof_parse_range(v, &cfg->trace_step_first, &cfg->trace_step_last) != 0) {
+        cfg->trace_step_first = 0;
+        cfg->trace_step_last = UINT64_MAX;
+        bad++, bad_value("PROF_TRACE_STEPS", v, "A-B with A <= B, A- or A", "every step");
+    }
+    if ((v = lookup("PROF_TRACE_MAX_MB")) != NULL) {
+        if (prof_parse_size(v, &n) == 0 && mul_check(n, 1024 * 1024, &m) == 0)
+            cfg->trace_max_bytes = m;
+        else
+            bad++, bad_value("PROF_TRACE_MAX_MB", v, "a whole number of megabytes", "no limit");
+    }
+    if ((v = lookup("PROF_CUDA")) != NULL) {
+        if (strcmp(v, "auto") == 0)
+            cfg->cuda = PROF_CUDA_AUTO;
+        else if (parse_switch(v, &sw) == 0)
+            cfg->cuda = sw == PROF_SWITCH_ON ? PROF_CUDA_ON : PROF_CUDA_OFF;
+        else
+            bad++, bad_value("PROF_CUDA", v, "auto, 0 or 1", "auto");
+    }
+    if ((v = lookup("PROF_CUDA_LIB")) != NULL)
+        cfg->cuda_lib = dup_or_warn(v);
+    if ((v = lookup("PROF_NVTX")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->nvtx = sw == PROF_SWITCH_ON;
+        else
+            bad++, bad_value("PROF_NVTX", v, "0 or 1", "0");
+    }
+    return bad;
+}
+
+void prof_config_clear(struct prof_config *cfg)
+{
+    free(cfg->summary_path);
+    free(cfg->trace_path);
+    free(cfg->cuda_lib);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+static struct prof_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+static void config_load(void)
+{
+    prof_config_parse(&config, env_lookup);
+}
+
+const struct prof_config *prof_config_get(void)
+{
+    pthread_once(&config_once, config_load);
+    return &config;
+}

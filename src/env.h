@@ -1,0 +1,46 @@
+/* env.h - the PROF_* environment variables, parsed once into prof_config. */
+#ifndef PROF_ENV_H
+#define PROF_ENV_H
+
+#include <stdint.h>
+
+enum prof_switch { PROF_SWITCH_UNSET = -1, PROF_SWITCH_OFF = 0, PROF_SWITCH_ON = 1 };
+enum prof_cuda_mode { PROF_CUDA_AUTO = 0, PROF_CUDA_OFF = 1, PROF_CUDA_ON = 2 };
+enum prof_summary_to { PROF_TO_STDERR = 0, PROF_TO_STDOUT, PROF_TO_FILE, PROF_TO_OFF };
+
+struct prof_config {
+    int prof;                    /* PROF: enum prof_switch */
+    int summary_to;              /* PROF_SUMMARY: enum prof_summary_to */
+    char *summary_path;          /* PROF_SUMMARY=PATH, malloc'd, or NULL */
+    uint64_t every_ns;           /* PROF_SUMMARY_EVERY=10s: 0 = not by time */
+    uint64_t every_steps;        /* PROF_SUMMARY_EVERY=100steps: 0 = not by steps */
+    int format;                  /* PROF_SUMMARY_FORMAT: PROF_FORMAT_TEXT or _JSON */
+    uint64_t buffer;             /* PROF_BUFFER: ring records, a power of two */
+    char *trace_path;            /* PROF_TRACE, unexpanded (%p, %r), or NULL */
+    uint64_t trace_step_first;   /* PROF_TRACE_STEPS=A-B; 0/UINT64_MAX when unset */
+    uint64_t trace_step_last;
+    uint64_t trace_max_bytes;    /* PROF_TRACE_MAX_MB in bytes; 0 = no limit */
+    int cuda;                    /* PROF_CUDA: enum prof_cuda_mode */
+    char *cuda_lib;              /* PROF_CUDA_LIB: driver library to dlopen, or NULL */
+    int nvtx;                    /* PROF_NVTX=1 */
+};
+
+#define PROF_BUFFER_DEFAULT (32u * 1024u)
+#define PROF_BUFFER_MIN 16u
+#define PROF_BUFFER_MAX (16u * 1024u * 1024u)
+
+/* The configuration, parsed from the environment on first call; every bad
+ * value is reported once through prof_log and replaced by its default. */
+const struct prof_config *prof_config_get(void);
+
+/* Parse into *cfg from getenv-like lookup; exposed for tests and fuzzers.
+ * Returns the number of bad values found. Free with prof_config_clear. */
+int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char *name));
+void prof_config_clear(struct prof_config *cfg);
+
+/* Parsers for one value each; 0 on success, -EINVAL on a bad value. */
+int prof_parse_size(const char *s, uint64_t *out);       /* "64k", "1M", "4096" */
+int prof_parse_every(const char *s, uint64_t *ns, uint64_t *steps); /* "10s", "500ms", "100steps" */
+int prof_parse_range(const char *s, uint64_t *first, uint64_t *last); /* "A-B", "A-", "A" */
+
+#endif

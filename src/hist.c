@@ -1,0 +1,121 @@
+/* hist.c - see hist.h for the bucket layout. Group 0 holds the values
+ * 0..63 exactly; group g >= 1 holds [2^(g+5), 2^(g+6)) in 64 buckets. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "hist.h"
+
+static unsigned group_of(uint64_t v)
+{
+    if (v < PROF_HIST_SUB)
+        return 0;
+    return (unsigned)(63 - __builtin_clzll(v)) - PROF_HIST_SUB_BITS + 1;
+}
+
+static unsigned sub_of(uint64_t v, unsigned g)
+{
+    return g == 0 ? (unsigned)v : (unsigned)(v >> (g - 1)) & (PROF_HIST_SUB - 1);
+}
+
+static uint64_t bucket_lo(unsigned g, unsigned s)
+{
+    return g == 0 ? s : ((uint64_t)(PROF_HIST_SUB + s)) << (g - 1);
+}
+
+static uint64_t bucket_width(unsigned g)
+{
+    return g == 0 ? 1 : (uint64_t)1 << (g - 1);
+}
+
+static uint64_t *group_get(struct prof_hist *h, unsigned g)
+{
+    if (h->group[g] == NULL)
+        h->group[g] = calloc(PROF_HIST_SUB, sizeof(uint64_t));
+    return h->group[g];
+}
+
+int prof_hist_record(struct prof_hist *h, uint64_t v)
+{
+    unsigned g = group_of(v);
+    uint64_t *b = group_get(h, g);
+
+    if (b == NULL)
+        return -ENOMEM;
+    b[sub_of(v, g)]++;
+    h->count++;
+    return 0;
+}
+
+double prof_hist_quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max)
+{
+    uint64_t rank, seen = 0;
+
+    if (h->count == 0)
+        return 0;
+    if (q < 0)
+        q = 0;
+    if (q > 1)
+        q = 1;
+    /* Nearest rank: the smallest value with at least q of the data at or
+     * below it. */
+    rank = (uint64_t)(q * (double)h->count + 0.999999999);
+    if (rank == 0)
+        rank = 1;
+    for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
+        if (h->group[g] == NULL)
+            continue;
+        for (unsigned s = 0; s < PROF_HIST_SUB; s++) {
+            seen += h->group[g][s];
+            if (seen >= rank) {
+                double mid = (double)bucket_lo(g, s) + (double)(bucket_width(g) - 1) / 2.0;
+                if (mid < (double)min)
+                    mid = (double)min;
+                if (mid > (double)max)
+                    mid = (double)max;
+                return mid;
+            }
+        }
+    }
+    return (double)max;
+}
+
+int prof_hist_merge(struct prof_hist *dst, const struct prof_hist *src)
+{
+    for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
+        uint64_t *d;
+        if (src->group[g] == NULL)
+            continue;
+        if ((d = group_get(dst, g)) == NULL)
+            return -ENOMEM;
+        for (unsigned s = 0; s < PROF_HIST_SUB; s++)
+            d[s] += src->group[g][s];
+    }
+    dst->count += src->count;
+    return 0;
+}
+
+void prof_hist_clear(struct prof_hist *h)
+{
+    for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
+        free(h->group[g]);
+        h->group[g] = NULL;
+    }
+    h->count = 0;
+}
+
+void prof_hist_foreach(const struct prof_hist *h,
+                       void (*fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t count),
+                       void *ctx)
+{
+    for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
+        if (h->group[g] == NULL)
+            continue;
+        for (unsigned s = 0; s < PROF_HIST_SUB; s++) {
+            uint64_t lo;
+            if (h->group[g][s] == 0)
+                continue;
+            lo = bucket_lo(g, s);
+            fn(ctx, lo, lo + bucket_width(g), h->group[g][s]);
+        }
+    }
+}

@@ -1,0 +1,42 @@
+/* hist.h - log-linear histogram of durations in nanoseconds.
+ *
+ * Values below 64 have a bucket each; above, every power of two is split
+ * into 64 equal buckets, so a bucket spans at most 1/64 of its lower bound
+ * and its midpoint is within 0.8% of any value in it (HdrHistogram's
+ * scheme with 6 significant bits). Buckets are allocated 64 at a time, per
+ * power of two actually seen, so memory follows the range of the data, not
+ * the count: a stage whose zones span 10 us to 10 ms uses about 5 KB. */
+#ifndef PROF_HIST_H
+#define PROF_HIST_H
+
+#include <stdint.h>
+
+#define PROF_HIST_SUB_BITS 6
+#define PROF_HIST_SUB (1u << PROF_HIST_SUB_BITS)
+#define PROF_HIST_GROUPS (64 - PROF_HIST_SUB_BITS + 1)
+
+struct prof_hist {
+    uint64_t *group[PROF_HIST_GROUPS];   /* PROF_HIST_SUB counts each, or NULL */
+    uint64_t count;
+};
+
+/* Count one value. Returns 0, or -ENOMEM (the value is then lost and the
+ * caller counts it). */
+int prof_hist_record(struct prof_hist *h, uint64_t value);
+
+/* The value at quantile q (0..1), nearest rank, as the midpoint of its
+ * bucket clamped to [min, max]; 0 when empty. */
+double prof_hist_quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max);
+
+/* Add every count of src into dst. Returns 0 or -ENOMEM. */
+int prof_hist_merge(struct prof_hist *dst, const struct prof_hist *src);
+
+void prof_hist_clear(struct prof_hist *h);   /* frees the buckets */
+
+/* Walk the non-empty buckets in ascending order: fn(ctx, lo, hi, count),
+ * lo inclusive, hi exclusive. */
+void prof_hist_foreach(const struct prof_hist *h,
+                       void (*fn)(void *ctx, uint64_t lo, uint64_t hi, uint64_t count),
+                       void *ctx);
+
+#endif

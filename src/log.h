@@ -1,0 +1,13 @@
+/* log.h - the runtime's messages: one line each, to the user's logger. */
+#ifndef PROF_LOG_H
+#define PROF_LOG_H
+
+/* Format a message and hand it to the logger set by prof_set_logger()
+ * (default: "prof: <message>\n" on stderr). Safe from any thread. */
+void prof_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* As prof_log, but only the first call with this flag prints: for notices
+ * such as "no CUDA driver; CUDA zones time the CPU side only". */
+void prof_log_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

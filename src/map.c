@@ -1,0 +1,83 @@
+/* map.c - linear probing, load factor at most 1/2, keys mixed so that
+ * aligned pointers spread over the table. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "map.h"
+
+static size_t slot_of(uint64_t key, size_t cap)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return (size_t)key & (cap - 1);
+}
+
+void *prof_map_get(const struct prof_map *m, uint64_t key)
+{
+    if (m->cap == 0 || key == 0)
+        return NULL;
+    for (size_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == key)
+            return m->values[i];
+        if (m->keys[i] == 0)
+            return NULL;
+    }
+}
+
+static int grow(struct prof_map *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    uint64_t *keys = calloc(cap, sizeof *keys);
+    void **values = calloc(cap, sizeof *values);
+
+    if (keys == NULL || values == NULL) {
+        free(keys);
+        free(values);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->keys[i] == 0)
+            continue;
+        size_t j = slot_of(m->keys[i], cap);
+        while (keys[j] != 0)
+            j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        values[j] = m->values[i];
+    }
+    free(m->keys);
+    free(m->values);
+    m->keys = keys;
+    m->values = values;
+    m->cap = cap;
+    return 0;
+}
+
+int prof_map_put(struct prof_map *m, uint64_t key, void *value)
+{
+    size_t i;
+
+    if (key == 0)
+        return -EINVAL;
+    if ((m->len + 1) * 2 > m->cap && grow(m) != 0)
+        return -ENOMEM;
+    for (i = slot_of(key, m->cap); m->keys[i] != 0; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == key) {
+            m->values[i] = value;
+            return 0;
+        }
+    }
+    m->keys[i] = key;
+    m->values[i] = value;
+    m->len++;
+    return 0;
+}
+
+void prof_map_clear(struct prof_map *m)
+{
+    free(m->keys);
+    free(m->values);
+    m->keys = NULL;
+    m->values = NULL;
+    m->cap = m->len = 0;
+}

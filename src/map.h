@@ -1,0 +1,22 @@
+/* map.h - open-addressing hash map from a nonzero 64-bit key to a pointer.
+ * The runtime's tables key by pointer (interned names) or by path hash. */
+#ifndef PROF_MAP_H
+#define PROF_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct prof_map {
+    uint64_t *keys;     /* 0 = empty */
+    void **values;
+    size_t cap, len;
+};
+
+void *prof_map_get(const struct prof_map *m, uint64_t key);
+/* Insert or replace. Returns 0 or -ENOMEM. */
+int prof_map_put(struct prof_map *m, uint64_t key, void *value);
+void prof_map_clear(struct prof_map *m);   /* frees the table, not the values */
+
+/* Iterate: for (size_t i = 0; i < m->cap; i++) if (m->keys && m->keys[i]) ... */
+
+#endif

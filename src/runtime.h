@@ -1,0 +1,49 @@
+/* runtime.h - the process-wide state shared by the parts of the runtime,
+ * and the one lock that guards it.
+ *
+ * The lock is never taken by the zone fast path. It guards the thread
+ * registry, the statistics, the trace writer and the collector's control
+ * fields. Order: the runtime lock before the intern lock. */
+#ifndef PROF_RUNTIME_H
+#define PROF_RUNTIME_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct prof_runtime {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;          /* the collector waits on it */
+    int started;                  /* runtime initialised (clock, atexit) */
+    int collector_running;
+    int stopping;                 /* the collector is asked to exit */
+    int shut_down;                /* prof_shutdown ran */
+    pthread_t collector;
+    uint64_t start_ns;            /* CLOCK_MONOTONIC at start: wall time base */
+    uint64_t window_start_ns;
+    uint64_t window_start_step;
+    uint64_t next_summary_ns;     /* PROF_SUMMARY_EVERY=Ns */
+    uint64_t summary_step_done;   /* last step a periodic summary covered */
+    uint64_t dropped;             /* records lost, all threads, whole run */
+    uint64_t dropped_window;
+    uint64_t lost_memory;         /* records the collector could not keep */
+    uint32_t forked_from;         /* parent pid in a forked child, else 0 */
+};
+
+extern struct prof_runtime prof_rt;
+
+/* Global step counter (prof_step), read by the collector. */
+extern uint64_t prof_steps;
+/* Trace step window boundaries, in ticks, set by prof_step (0 = not yet). */
+extern uint64_t prof_trace_open_ticks;
+extern uint64_t prof_trace_close_ticks;
+/* A periodic summary was asked for at this step (0 = none). */
+extern uint64_t prof_summary_step_due;
+
+/* Start the runtime and the collector thread if they are not running.
+ * Returns 0 or a negative errno. Any thread; takes the lock. */
+int prof_runtime_start(void);
+
+/* Drain every ring into the statistics and the trace. Lock held. */
+void prof_collect_locked(void);
+
+#endif

@@ -1,0 +1,512 @@
+/* stats.c - stages, call-path nodes, counters and marks; the summary tree.
+ *
+ * Names reach the collector as raw pointers. A pointer map caches raw
+ * pointer -> stage; on a miss the name is interned (one pointer per
+ * contents) and looked up by that, so the same name from two call sites,
+ * threads or languages lands in one stage.
+ *
+ * Nesting: each record carries the path hash of its parent (prof.h). The
+ * collector re-derives the record's own path hash and keeps a node per path
+ * (stage, parent path). A parent's node exists once one of its zones ended;
+ * for a zone still running (an "epoch" that lasts hours) the tree builder
+ * reads the open-zone stacks of the live threads, recomputes their path
+ * hashes and creates the nodes that children point to. Each stage is shown
+ * once, under the parent stage of its heaviest node. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof.h"
+#include "intern.h"
+#include "map.h"
+#include "registry.h"
+#include "stats.h"
+
+struct node {
+    uint64_t parent;             /* path hash of the parent zone */
+    struct prof_stage *stage;
+    uint64_t run_total, win_total;
+};
+
+static struct prof_map by_raw;      /* raw name pointer -> stage */
+static struct prof_map by_name;     /* interned name -> stage */
+static struct prof_map nodes;       /* path hash -> node */
+static struct prof_map counters;    /* interned name -> counter */
+static struct prof_map marks;       /* interned name -> mark */
+static struct prof_map gpu_by_raw;  /* raw name pointer -> GPU stage */
+
+static const char *canonical(const char *raw)
+{
+    return raw == NULL ? prof_intern("(null)") : prof_intern(raw);
+}
+
+static void acc_add(struct prof_acc *a, uint64_t dur, uint64_t self)
+{
+    if (a->count == 0 || dur < a->min)
+        a->min = dur;
+    if (dur > a->max)
+        a->max = dur;
+    a->count++;
+    a->total += dur;
+    a->self += self;
+    prof_hist_record(&a->hist, dur);
+}
+
+static void acc_clear(struct prof_acc *a)
+{
+    prof_hist_clear(&a->hist);
+    memset(a, 0, sizeof *a);
+}
+
+static struct prof_stage *stage_create(const char *name, uint32_t flags)
+{
+    struct prof_stage *s = calloc(1, sizeof *s);
+
+    if (s == NULL)
+        return NULL;
+    s->name = name;
+    s->flags = flags;
+    if (prof_map_put(&by_name, (uintptr_t)name, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+struct prof_stage *prof_stats_stage(const char *raw, uint32_t flags)
+{
+    struct prof_map *cache = (flags & PROF_STAGE_GPU) ? &gpu_by_raw : &by_raw;
+    struct prof_stage *s = prof_map_get(cache, raw ? (uintptr_t)raw : 1);
+    const char *name;
+
+    if (s != NULL)
+        return s;
+    if (flags & PROF_STAGE_GPU) {
+        /* "<name> [gpu]": built once per raw pointer, then cached. */
+        const char *cpu = raw ? raw : "(null)";
+        size_t n = strlen(cpu);
+        char *tmp = malloc(n + 7);
+        if (tmp == NULL)
+            return NULL;
+        memcpy(tmp, cpu, n);
+        memcpy(tmp + n, " [gpu]", 7);
+        name = prof_intern(tmp);
+        free(tmp);
+    } else {
+        name = canonical(raw);
+    }
+    if (name == NULL)
+        return NULL;
+    s = prof_map_get(&by_name, (uintptr_t)name);
+    if (s == NULL && (s = stage_create(name, flags)) == NULL)
+        return NULL;
+    if (prof_map_put(cache, raw ? (uintptr_t)raw : 1, s) != 0)
+        return NULL;
+    return s;
+}
+
+static struct node *node_get(uint64_t hash, uint64_t parent, struct prof_stage *s)
+{
+    struct node *n = prof_map_get(&nodes, hash);
+
+    if (n == NULL) {
+        if ((n = calloc(1, sizeof *n)) == NULL)
+            return NULL;
+        n->parent = parent;
+        n->stage = s;
+        if (prof_map_put(&nodes, hash, n) != 0) {
+            free(n);
+            return NULL;
+        }
+    }
+    return n;
+}
+
+void prof_stats_zone(struct prof_stage *s, uint64_t parent_path, const char *raw,
+                     uint64_t dur, uint64_t self)
+{
+    struct node *n = node_get(prof_path_mix_(parent_path, raw), parent_path, s);
+
+    acc_add(&s->run, dur, self);
+    acc_add(&s->win, dur, self);
+    if (n != NULL) {
+        n->run_total += dur;
+        n->win_total += dur;
+    }
+}
+
+void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur)
+{
+    gpu->fixed_parent = cpu;
+    acc_add(&gpu->run, dur, dur);
+    acc_add(&gpu->win, dur, dur);
+    /* GPU time overlaps CPU time: it never counts toward wall share other
+     * than its own. */
+    gpu->outer_run += dur;
+    gpu->outer_win += dur;
+}
+
+static void counter_add(struct prof_counter_acc *a, double v)
+{
+    if (a->count == 0 || v < a->min)
+        a->min = v;
+    if (a->count == 0 || v > a->max)
+        a->max = v;
+    a->count++;
+    a->last = v;
+    a->sum += v;
+}
+
+void prof_stats_counter(const char *raw, double v)
+{
+    const char *name = canonical(raw);
+    struct prof_counter *c;
+
+    if (name == NULL)
+        return;
+    if ((c = prof_map_get(&counters, (uintptr_t)name)) == NULL) {
+        if ((c = calloc(1, sizeof *c)) == NULL)
+            return;
+        c->name = name;
+        if (prof_map_put(&counters, (uintptr_t)name, c) != 0) {
+            free(c);
+            return;
+        }
+    }
+    counter_add(&c->run, v);
+    counter_add(&c->win, v);
+}
+
+void prof_stats_mark(const char *raw)
+{
+    const char *name = canonical(raw);
+    struct prof_mark *m;
+
+    if (name == NULL)
+        return;
+    if ((m = prof_map_get(&marks, (uintptr_t)name)) == NULL) {
+        if ((m = calloc(1, sizeof *m)) == NULL)
+            return;
+        m->name = name;
+        if (prof_map_put(&marks, (uintptr_t)name, m) != 0) {
+            free(m);
+            return;
+        }
+    }
+    m->run++;
+    m->win++;
+}
+
+struct prof_stage *prof_stats_find(const char *name)
+{
+    const char *n = prof_intern(name);
+
+    return n ? prof_map_get(&by_name, (uintptr_t)n) : NULL;
+}
+
+struct prof_counter *prof_counter_find(const char *name)
+{
+    const char *n = prof_intern(name);
+
+    return n ? prof_map_get(&counters, (uintptr_t)n) : NULL;
+}
+
+size_t prof_stats_nstages(void)
+{
+    return by_name.len;
+}
+
+/* Create the nodes of zones that are still open on live threads, where an
+ * ended zone names them as its parent. */
+static void resolve_open_parents(void)
+{
+    int missing = 0;
+
+    for (size_t i = 0; i < nodes.cap && !missing; i++) {
+        struct node *n = nodes.values[i];
+        if (nodes.keys[i] != 0 && n->parent != PROF_PATH_ROOT_ &&
+            prof_map_get(&nodes, n->parent) == NULL)
+            missing = 1;
+    }
+    if (!missing)
+        return;
+    for (struct prof_thread *t = prof_threads; t != NULL; t = t->next) {
+        uint64_t path[PROF_MAX_DEPTH_ + 1];
+        const char *names[PROF_MAX_DEPTH_];
+        uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED);
+
+        if (depth > PROF_MAX_DEPTH_)
+            depth = PROF_MAX_DEPTH_;
+        path[0] = PROF_PATH_ROOT_;
+        for (uint32_t d = 0; d < depth; d++) {
+            names[d] = __atomic_load_n(&t->hot.names[d], __ATOMIC_RELAXED);
+            path[d + 1] = prof_path_mix_(path[d], names[d]);
+        }
+        /* The stack may have moved while we read it; a torn read gives
+         * hashes that no record refers to, so nothing is attached to them.
+         * Only add the prefix that ends at a hash some node waits for. */
+        for (uint32_t d = depth; d >= 1; d--) {
+            int wanted = 0;
+            for (size_t i = 0; i < nodes.cap && !wanted; i++) {
+                struct node *n = nodes.values[i];
+                wanted = nodes.keys[i] != 0 && n->parent == path[d];
+            }
+            if (!wanted || prof_map_get(&nodes, path[d]) != NULL)
+                continue;
+            for (uint32_t k = 1; k <= d; k++) {
+                struct prof_stage *s;
+                if (prof_map_get(&nodes, path[k]) != NULL)
+                    continue;
+                if ((s = prof_stats_stage(names[k - 1], 0)) == NULL)
+                    return;
+                node_get(path[k], path[k - 1], s);
+            }
+            break;
+        }
+    }
+}
+
+/* True when an ancestor of n runs the same stage (recursion). */
+static int node_recursive(const struct node *n)
+{
+    const struct node *p = n;
+
+    for (int i = 0; i <= PROF_MAX_DEPTH_ + 1; i++) {
+        if (p->parent == PROF_PATH_ROOT_ || (p = prof_map_get(&nodes, p->parent)) == NULL)
+            return 0;
+        if (p->stage == n->stage)
+            return 1;
+    }
+    return 0;
+}
+
+static void build_tree(void)
+{
+    for (size_t i = 0; i < by_name.cap; i++) {
+        struct prof_stage *s = by_name.values[i];
+        if (by_name.keys[i] == 0)
+            continue;
+        s->parent = s->fixed_parent;
+        s->parent_weight = 0;
+        s->first_child = s->next_sibling = NULL;
+        s->in_rows = 0;
+        if (!(s->flags & PROF_STAGE_GPU))
+            s->outer_run = s->outer_win = 0;
+    }
+    resolve_open_parents();
+    for (size_t i = 0; i < nodes.cap; i++) {
+        struct node *n = nodes.values[i], *p;
+        struct prof_stage *s;
+        if (nodes.keys[i] == 0)
+            continue;
+        s = n->stage;
+        if (!node_recursive(n)) {
+            s->outer_run += n->run_total;
+            s->outer_win += n->win_total;
+        }
+        p = n->parent == PROF_PATH_ROOT_ ? NULL : prof_map_get(&nodes, n->parent);
+        if (p == NULL || p->stage == s || s->fixed_parent != NULL)
+            continue;
+        /* +1: a running parent (no time yet) still wins over no parent. */
+        if (n->run_total + 1 > s->parent_weight) {
+            s->parent_weight = n->run_total + 1;
+            s->parent = p->stage;
+        }
+    }
+    /* A stage can be the heaviest parent of its own heaviest parent (A in B
+     * here, B in A there): break such cycles by making the stage a root. */
+    for (size_t i = 0; i < by_name.cap; i++) {
+        struct prof_stage *s = by_name.values[i], *p;
+        size_t steps = 0;
+        if (by_name.keys[i] == 0)
+            continue;
+        for (p = s->parent; p != NULL && p != s && steps <= by_name.len; p = p->parent)
+            steps++;
+        if (p != NULL)
+            s->parent = NULL;
+    }
+}
+
+static uint64_t order_key(const struct prof_stage *s, int window)
+{
+    return window ? s->win.total : s->run.total;
+}
+
+static int window_sort;
+
+static int cmp_stage(const void *a, const void *b)
+{
+    const struct prof_stage *x = *(struct prof_stage *const *)a;
+    const struct prof_stage *y = *(struct prof_stage *const *)b;
+    uint64_t kx = order_key(x, window_sort), ky = order_key(y, window_sort);
+
+    if (kx != ky)
+        return kx > ky ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_counter(const void *a, const void *b)
+{
+    return strcmp((*(struct prof_counter *const *)a)->name, (*(struct prof_counter *const *)b)->name);
+}
+
+static int cmp_mark(const void *a, const void *b)
+{
+    return strcmp((*(struct prof_mark *const *)a)->name, (*(struct prof_mark *const *)b)->name);
+}
+
+static void emit(struct prof_rows *r, struct prof_stage *s, unsigned depth)
+{
+    if (!s->in_rows)
+        return;
+    r->rows[r->len].stage = s;
+    r->rows[r->len].depth = depth;
+    r->len++;
+    for (struct prof_stage *c = s->first_child; c != NULL; c = c->next_sibling)
+        emit(r, c, depth + 1);
+}
+
+static void **collect(const struct prof_map *m, size_t *n)
+{
+    void **v = malloc((m->len ? m->len : 1) * sizeof *v);
+
+    *n = 0;
+    if (v == NULL)
+        return NULL;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i] != 0)
+            v[(*n)++] = m->values[i];
+    return v;
+}
+
+int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
+{
+    struct prof_stage **all;
+    size_t n, keep;
+
+    memset(r, 0, sizeof *r);
+    build_tree();
+    all = (struct prof_stage **)collect(&by_name, &n);
+    r->rows = malloc((n ? n : 1) * sizeof *r->rows);
+    r->counters = (struct prof_counter **)collect(&counters, &r->ncounters);
+    r->marks = (struct prof_mark **)collect(&marks, &r->nmarks);
+    if (all == NULL || r->rows == NULL || r->counters == NULL || r->marks == NULL) {
+        free(all);
+        prof_rows_free(r);
+        return -ENOMEM;
+    }
+    r->nstages = n;
+    window_sort = window;
+    qsort(all, n, sizeof *all, cmp_stage);
+    qsort(r->counters, r->ncounters, sizeof *r->counters, cmp_counter);
+    qsort(r->marks, r->nmarks, sizeof *r->marks, cmp_mark);
+
+    /* Keep the heaviest max_rows stages and their ancestors; fold the rest. */
+    keep = (max_rows == 0 || n <= max_rows) ? n : max_rows;
+    for (size_t i = 0; i < n; i++) {
+        if (i < keep)
+            for (struct prof_stage *s = all[i]; s != NULL && !s->in_rows; s = s->parent)
+                s->in_rows = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!all[i]->in_rows) {
+            r->folded++;
+            r->folded_total += window ? all[i]->win.total : all[i]->run.total;
+        }
+    }
+    /* Link children in reverse sorted order so each list ends up sorted. */
+    for (size_t i = n; i-- > 0;) {
+        struct prof_stage *s = all[i];
+        if (s->parent != NULL) {
+            s->next_sibling = s->parent->first_child;
+            s->parent->first_child = s;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->parent == NULL)
+            emit(r, all[i], 0);
+    free(all);
+    return 0;
+}
+
+void prof_rows_free(struct prof_rows *r)
+{
+    free(r->rows);
+    free(r->counters);
+    free(r->marks);
+    memset(r, 0, sizeof *r);
+}
+
+void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
+                     struct prof_stage_stats *out)
+{
+    const struct prof_acc *a = window ? &s->win : &s->run;
+    uint64_t outer = window ? s->outer_win : s->outer_run;
+
+    memset(out, 0, sizeof *out);
+    out->name = s->name;
+    out->parent = s->parent ? s->parent->name : NULL;
+    out->count = a->count;
+    out->total_ns = a->total;
+    out->self_ns = a->self;
+    out->min_ns = a->min;
+    out->max_ns = a->max;
+    out->avg_ns = a->count ? (double)a->total / (double)a->count : 0;
+    out->p50_ns = prof_hist_quantile(&a->hist, 0.50, a->min, a->max);
+    out->p95_ns = prof_hist_quantile(&a->hist, 0.95, a->min, a->max);
+    out->p99_ns = prof_hist_quantile(&a->hist, 0.99, a->min, a->max);
+    out->wall_share = wall_ns ? (double)outer / (double)wall_ns : 0;
+    out->flags = s->flags;
+    for (const struct prof_stage *p = s->parent; p != NULL && out->depth < 1000; p = p->parent)
+        out->depth++;
+}
+
+void prof_stats_window_reset(void)
+{
+    for (size_t i = 0; i < by_name.cap; i++) {
+        struct prof_stage *s = by_name.values[i];
+        if (by_name.keys[i] == 0)
+            continue;
+        acc_clear(&s->win);
+        if (s->flags & PROF_STAGE_GPU)
+            s->outer_win = 0;
+    }
+    for (size_t i = 0; i < nodes.cap; i++)
+        if (nodes.keys[i] != 0)
+            ((struct node *)nodes.values[i])->win_total = 0;
+    for (size_t i = 0; i < counters.cap; i++)
+        if (counters.keys[i] != 0)
+            memset(&((struct prof_counter *)counters.values[i])->win, 0,
+                   sizeof(struct prof_counter_acc));
+    for (size_t i = 0; i < marks.cap; i++)
+        if (marks.keys[i] != 0)
+            ((struct prof_mark *)marks.values[i])->win = 0;
+}
+
+static void free_values(struct prof_map *m, void (*fn)(void *))
+{
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i] != 0)
+            fn(m->values[i]);
+    prof_map_clear(m);
+}
+
+static void stage_free(void *p)
+{
+    struct prof_stage *s = p;
+
+    acc_clear(&s->run);
+    acc_clear(&s->win);
+    free(s->json_name);
+    free(s);
+}
+
+void prof_stats_reset(void)
+{
+    free_values(&by_name, stage_free);
+    free_values(&nodes, free);
+    free_values(&counters, free);
+    free_values(&marks, free);
+    prof_map_clear(&by_raw);
+    prof_map_clear(&gpu_by_raw);
+}

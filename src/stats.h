@@ -1,0 +1,100 @@
+/* stats.h - per-stage statistics, the nesting tree, counters and marks.
+ *
+ * Collector side (runtime lock held): records come in per thread, in the
+ * order their zones ended. A stage is every zone with one name; a node is
+ * one call path (the hash of the names of the open zones), which tells the
+ * summary which stage runs inside which. Everything is kept twice: for the
+ * whole run and for the current summary window. */
+#ifndef PROF_STATS_H
+#define PROF_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hist.h"
+
+struct prof_acc {
+    uint64_t count, total, self, min, max;
+    struct prof_hist hist;
+};
+
+struct prof_stage {
+    const char *name;            /* interned */
+    uint32_t flags;              /* PROF_STAGE_GPU */
+    struct prof_stage *fixed_parent;  /* GPU stages: their CPU stage */
+    struct prof_acc run, win;
+    char *json_name;             /* name escaped for JSON, made on first use */
+    /* Scratch for building the summary tree. */
+    struct prof_stage *parent;
+    uint64_t parent_weight;
+    uint64_t outer_run, outer_win;
+    struct prof_stage *first_child, *next_sibling;
+    int in_rows;
+};
+
+struct prof_counter_acc {
+    uint64_t count;
+    double last, min, max, sum;
+};
+
+struct prof_counter {
+    const char *name;
+    struct prof_counter_acc run, win;
+};
+
+struct prof_mark {
+    const char *name;
+    uint64_t run, win;
+};
+
+/* The stage for a name pointer as it came from a record (NULL becomes
+ * "(null)"); created on first sight. NULL only when out of memory. */
+struct prof_stage *prof_stats_stage(const char *raw_name, uint32_t flags);
+
+/* One ended zone: its stage, the path hash of its parent, the raw name
+ * pointer (for the path), duration and self time in ns. */
+void prof_stats_zone(struct prof_stage *s, uint64_t parent_path, const char *raw_name,
+                     uint64_t dur_ns, uint64_t self_ns);
+/* A GPU zone (no path: placed under its CPU stage). */
+void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur_ns);
+void prof_stats_counter(const char *raw_name, double value);
+void prof_stats_mark(const char *raw_name);
+
+/* Rows in summary order. */
+struct prof_row {
+    struct prof_stage *stage;
+    unsigned depth;
+};
+
+struct prof_rows {
+    struct prof_row *rows;
+    size_t len;
+    size_t folded;               /* stages left out of rows (too many) */
+    uint64_t folded_total;       /* their total time */
+    struct prof_counter **counters;  /* sorted by name */
+    size_t ncounters;
+    struct prof_mark **marks;
+    size_t nmarks;
+    size_t nstages;
+};
+
+/* Build the tree (placing children of zones still running through the live
+ * stacks of the registry) and the rows. max_rows 0 = all. window selects
+ * which numbers order the rows. Returns 0 or -ENOMEM. */
+int prof_stats_rows(struct prof_rows *out, int window, size_t max_rows);
+void prof_rows_free(struct prof_rows *r);
+
+/* Fill the public struct from a stage. wall_ns scales wall_share. */
+struct prof_stage_stats;
+void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
+                     struct prof_stage_stats *out);
+
+struct prof_stage *prof_stats_find(const char *name);
+struct prof_counter *prof_counter_find(const char *name);
+
+size_t prof_stats_nstages(void);
+
+void prof_stats_window_reset(void);  /* a window summary was printed */
+void prof_stats_reset(void);         /* forget everything */
+
+#endif

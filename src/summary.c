@@ -1,0 +1,292 @@
+/* summary.c - format the statistics as a table or as JSON (docs/FORMATS.md).
+ * All of it runs off the hot path: on the collector thread, or on the
+ * thread that asked for a summary, with the runtime lock held. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "prof.h"
+#include "clock.h"
+#include "process.h"
+#include "registry.h"
+#include "runtime.h"
+#include "stats.h"
+#include "summary.h"
+
+struct view {
+    int window;                  /* show the window's numbers */
+    uint64_t wall_ns;            /* wall time of what is shown */
+    uint64_t steps;
+};
+
+static uint64_t steps_now(void)
+{
+    return __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
+}
+
+static void fmt_dur(char *buf, size_t size, double ns)
+{
+    if (ns < 1e3)
+        snprintf(buf, size, "%.0f ns", ns);
+    else if (ns < 1e6)
+        snprintf(buf, size, "%.2f us", ns / 1e3);
+    else if (ns < 1e9)
+        snprintf(buf, size, "%.2f ms", ns / 1e6);
+    else
+        snprintf(buf, size, "%.3f s", ns / 1e9);
+}
+
+/* A name as it may reach a terminal: valid UTF-8 is kept, control bytes
+ * (escape sequences included) and invalid bytes are shown as \xNN, and long
+ * names are cut. Returns the number of columns used. */
+static size_t display_name(char *out, size_t size, const char *name, size_t max_cols)
+{
+    const unsigned char *s = (const unsigned char *)name;
+    size_t n = 0, cols = 0;
+
+    while (*s != '\0' && n + 8 < size) {
+        size_t seq = prof_utf8_seq(s);
+        if (cols >= max_cols) {
+            memcpy(out + n, "...", 3);
+            n += 3;
+            cols += 3;
+            break;
+        }
+        if (seq == 1 && *s >= 0x20 && *s != 0x7f) {
+            out[n++] = (char)*s++;
+        } else if (seq > 1) {
+            memcpy(out + n, s, seq);
+            n += seq;
+            s += seq;
+        } else {
+            n += (size_t)snprintf(out + n, size - n, "\\x%02x", *s++);
+            cols += 3;
+        }
+        cols++;
+    }
+    out[n] = '\0';
+    return cols;
+}
+
+static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const struct view *v,
+                        uint64_t run_ns)
+{
+    const struct prof_process *p = prof_process_get();
+    char clock[48], run[24], win[24];
+
+    prof_clock_source(clock, sizeof clock);
+    fmt_dur(run, sizeof run, (double)run_ns);
+    fmt_dur(win, sizeof win, (double)v->wall_ns);
+    prof_buf_printf(b, "prof summary: %s (pid %d", p->program, p->pid);
+    if (p->rank >= 0)
+        prof_buf_printf(b, ", rank %d", p->rank);
+    if (prof_rt.forked_from)
+        prof_buf_printf(b, ", forked from %u", prof_rt.forked_from);
+    prof_buf_puts(b, ")");
+    if (kind == PROF_KIND_PERIODIC)
+        prof_buf_printf(b, ", step %llu: last %llu steps in %s; run %s",
+                        (unsigned long long)steps_now(), (unsigned long long)v->steps, win, run);
+    else
+        prof_buf_printf(b, ", %s: %llu steps, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
+                        (unsigned long long)steps_now(), run);
+    prof_buf_printf(b, ", %llu threads, %llu dropped, clock %s\n",
+                    (unsigned long long)prof_threads_seen,
+                    (unsigned long long)(v->window ? prof_rt.dropped_window : prof_rt.dropped),
+                    clock);
+}
+
+static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
+{
+    static const char *cols[] = {"count", "total", "self", "avg", "p50", "p95", "p99", "max"};
+    size_t width = 24;
+    char name[256];
+
+    for (size_t i = 0; i < r->len; i++) {
+        size_t w = 2 * r->rows[i].depth + display_name(name, sizeof name, r->rows[i].stage->name, 48);
+        if (w > width)
+            width = w;
+    }
+    prof_buf_printf(b, "%-*s", (int)width, "stage");
+    for (size_t c = 0; c < 8; c++)
+        prof_buf_printf(b, " %10s", cols[c]);
+    prof_buf_puts(b, "  wall%\n");
+    for (size_t i = 0; i < r->len; i++) {
+        struct prof_stage_stats st;
+        char d[8][24];
+        size_t cols_used;
+
+        prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
+        cols_used = display_name(name, sizeof name, st.name, 48);
+        prof_buf_printf(b, "%*s%s%*s", (int)(2 * r->rows[i].depth), "", name,
+                        (int)(width - 2 * r->rows[i].depth - cols_used), "");
+        if (st.count == 0) {
+            prof_buf_printf(b, " %10s  (running, nothing ended yet)\n", "0");
+            continue;
+        }
+        fmt_dur(d[0], 24, (double)st.total_ns);
+        fmt_dur(d[1], 24, (double)st.self_ns);
+        fmt_dur(d[2], 24, st.avg_ns);
+        fmt_dur(d[3], 24, st.p50_ns);
+        fmt_dur(d[4], 24, st.p95_ns);
+        fmt_dur(d[5], 24, st.p99_ns);
+        fmt_dur(d[6], 24, (double)st.max_ns);
+        prof_buf_printf(b, " %10llu", (unsigned long long)st.count);
+        for (int c = 0; c < 7; c++)
+            prof_buf_printf(b, " %10s", d[c]);
+        prof_buf_printf(b, " %5.1f%%\n", 100.0 * st.wall_share);
+    }
+    if (r->folded) {
+        char t[24];
+        fmt_dur(t, sizeof t, (double)r->folded_total);
+        prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
+    }
+    if (r->ncounters) {
+        prof_buf_printf(b, "%-*s %10s %10s %10s %10s %10s\n", (int)width, "counter", "count",
+                        "last", "min", "max", "avg");
+        for (size_t i = 0; i < r->ncounters; i++) {
+            const struct prof_counter_acc *a = v->window ? &r->counters[i]->win : &r->counters[i]->run;
+            size_t w = display_name(name, sizeof name, r->counters[i]->name, 48);
+            prof_buf_printf(b, "%s%*s %10llu %10.4g %10.4g %10.4g %10.4g\n", name,
+                            (int)(width - w), "", (unsigned long long)a->count, a->last, a->min,
+                            a->max, a->count ? a->sum / (double)a->count : 0.0);
+        }
+    }
+    if (r->nmarks) {
+        prof_buf_puts(b, "marks:");
+        for (size_t i = 0; i < r->nmarks; i++) {
+            display_name(name, sizeof name, r->marks[i]->name, 48);
+            prof_buf_printf(b, " %s x%llu", name,
+                            (unsigned long long)(v->window ? r->marks[i]->win : r->marks[i]->run));
+        }
+        prof_buf_puts(b, "\n");
+    }
+}
+
+struct hist_ctx {
+    struct prof_buf *b;
+    int first;
+};
+
+static void hist_bucket(void *p, uint64_t lo, uint64_t hi, uint64_t count)
+{
+    struct hist_ctx *c = p;
+
+    prof_buf_printf(c->b, "%s[%llu,%llu,%llu]", c->first ? "" : ",", (unsigned long long)lo,
+                    (unsigned long long)hi, (unsigned long long)count);
+    c->first = 0;
+}
+
+static void section_json(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
+{
+    prof_buf_printf(b, "{\"steps\":%llu,\"wall_ns\":%llu,\"stages\":[",
+                    (unsigned long long)v->steps, (unsigned long long)v->wall_ns);
+    for (size_t i = 0; i < r->len; i++) {
+        const struct prof_stage *s = r->rows[i].stage;
+        const struct prof_acc *a = v->window ? &s->win : &s->run;
+        struct prof_stage_stats st;
+        struct hist_ctx hc = {b, 1};
+
+        prof_stats_fill(s, v->window, v->wall_ns, &st);
+        prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        prof_buf_json_string(b, st.name);
+        prof_buf_puts(b, ",\"parent\":");
+        if (st.parent)
+            prof_buf_json_string(b, st.parent);
+        else
+            prof_buf_puts(b, "null");
+        prof_buf_printf(b, ",\"depth\":%u,\"gpu\":%s,\"count\":%llu,\"total_ns\":%llu,"
+                        "\"self_ns\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,\"avg_ns\":",
+                        r->rows[i].depth, (st.flags & PROF_STAGE_GPU) ? "true" : "false",
+                        (unsigned long long)st.count, (unsigned long long)st.total_ns,
+                        (unsigned long long)st.self_ns, (unsigned long long)st.min_ns,
+                        (unsigned long long)st.max_ns);
+        prof_buf_double(b, st.avg_ns);
+        prof_buf_puts(b, ",\"p50_ns\":");
+        prof_buf_double(b, st.p50_ns);
+        prof_buf_puts(b, ",\"p95_ns\":");
+        prof_buf_double(b, st.p95_ns);
+        prof_buf_puts(b, ",\"p99_ns\":");
+        prof_buf_double(b, st.p99_ns);
+        prof_buf_puts(b, ",\"wall_share\":");
+        prof_buf_double(b, st.wall_share);
+        prof_buf_puts(b, ",\"hist\":[");
+        prof_hist_foreach(&a->hist, hist_bucket, &hc);
+        prof_buf_puts(b, "]}");
+    }
+    prof_buf_puts(b, "],\"counters\":[");
+    for (size_t i = 0; i < r->ncounters; i++) {
+        const struct prof_counter_acc *a = v->window ? &r->counters[i]->win : &r->counters[i]->run;
+        prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        prof_buf_json_string(b, r->counters[i]->name);
+        prof_buf_printf(b, ",\"count\":%llu,\"last\":", (unsigned long long)a->count);
+        prof_buf_double(b, a->last);
+        prof_buf_puts(b, ",\"min\":");
+        prof_buf_double(b, a->min);
+        prof_buf_puts(b, ",\"max\":");
+        prof_buf_double(b, a->max);
+        prof_buf_puts(b, ",\"avg\":");
+        prof_buf_double(b, a->count ? a->sum / (double)a->count : 0.0);
+        prof_buf_puts(b, "}");
+    }
+    prof_buf_puts(b, "],\"marks\":[");
+    for (size_t i = 0; i < r->nmarks; i++) {
+        prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        prof_buf_json_string(b, r->marks[i]->name);
+        prof_buf_printf(b, ",\"count\":%llu}",
+                        (unsigned long long)(v->window ? r->marks[i]->win : r->marks[i]->run));
+    }
+    prof_buf_puts(b, "]}");
+}
+
+void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind)
+{
+    uint64_t now = prof_clock_now_ns();
+    struct view run = {0, now - prof_rt.start_ns, steps_now()};
+    struct view win = {1, now - prof_rt.window_start_ns, steps_now() - prof_rt.window_start_step};
+    const struct view *shown = kind == PROF_KIND_PERIODIC ? &win : &run;
+    struct prof_rows rows;
+
+    if (format == PROF_FORMAT_JSON) {
+        const struct prof_process *p = prof_process_get();
+        static const char *kinds[] = {"", "periodic", "final", "demand"};
+        struct timespec rt;
+
+        clock_gettime(CLOCK_REALTIME, &rt);
+        prof_buf_puts(b, "{\"prof\":\"summary\",\"format\":1,\"version\":\"" PROF_VERSION_STRING
+                         "\",\"kind\":\"");
+        prof_buf_puts(b, kinds[kind]);
+        prof_buf_puts(b, "\",\"program\":");
+        prof_buf_json_string(b, p->program);
+        prof_buf_printf(b, ",\"pid\":%d,\"host\":", p->pid);
+        prof_buf_json_string(b, p->host);
+        if (p->rank >= 0)
+            prof_buf_printf(b, ",\"rank\":%d", p->rank);
+        else
+            prof_buf_puts(b, ",\"rank\":null");
+        prof_buf_printf(b, ",\"unix_time\":%.3f,\"step\":%llu,\"wall_ns\":%llu,\"threads\":%llu,"
+                        "\"dropped\":%llu",
+                        (double)rt.tv_sec + rt.tv_nsec / 1e9, (unsigned long long)steps_now(),
+                        (unsigned long long)run.wall_ns, (unsigned long long)prof_threads_seen,
+                        (unsigned long long)prof_rt.dropped);
+        if (kind == PROF_KIND_PERIODIC && prof_stats_rows(&rows, 1, 0) == 0) {
+            prof_buf_puts(b, ",\"window\":");
+            section_json(b, &rows, &win);
+            prof_rows_free(&rows);
+        }
+        if (prof_stats_rows(&rows, 0, 0) == 0) {
+            prof_buf_puts(b, ",\"total\":");
+            section_json(b, &rows, &run);
+            prof_rows_free(&rows);
+        }
+        prof_buf_puts(b, "}\n");
+        return;
+    }
+    header_text(b, kind, shown, run.wall_ns);
+    if (prof_stats_rows(&rows, shown->window, PROF_SUMMARY_MAX_ROWS) != 0) {
+        prof_buf_puts(b, "(out of memory building the table)\n");
+        return;
+    }
+    table_text(b, &rows, shown);
+    prof_rows_free(&rows);
+}

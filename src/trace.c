@@ -1,0 +1,367 @@
+/* trace.c - stream Chrome Trace Event JSON.
+ *
+ * One event per line: the first line is "[{...}", each later line
+ * ",{...}", and the file ends with "\n]\n". Lines are formatted into a
+ * buffer and written whole, so whatever the process dies of, the file is a
+ * prefix that ends at an event; appending "]" makes it valid JSON
+ * (Perfetto and speedscope accept it as it is). The file is opened with
+ * O_NOFOLLOW|O_CLOEXEC and mode 0644 (before umask): a symlink planted at
+ * the path is refused, never followed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prof.h"
+#include "clock.h"
+#include "env.h"
+#include "json.h"
+#include "log.h"
+#include "process.h"
+#include "registry.h"
+#include "runtime.h"
+#include "stats.h"
+#include "trace.h"
+
+#define FLUSH_AT (256 * 1024)
+#define GPU_TID_BASE 1000000000u
+#define MAX_STREAMS 256
+
+enum { OFF, ON, CAPPED };
+
+static int state = OFF;
+static int fd = -1;
+static char path[4096];
+static struct prof_buf buf;
+static uint64_t written;         /* bytes in the file */
+static uint64_t nevents;
+static uint64_t streams[MAX_STREAMS];
+static int stream_device[MAX_STREAMS];
+static unsigned nstreams;
+static uint64_t last_dropped;
+
+int prof_trace_active(void)
+{
+    return state == ON;
+}
+
+static void event_start(void)
+{
+    prof_buf_puts(&buf, nevents++ ? "\n,{" : "[{");
+}
+
+static void common(const char *ph, uint32_t tid)
+{
+    prof_buf_puts(&buf, "\"ph\":\"");
+    prof_buf_puts(&buf, ph);
+    prof_buf_printf(&buf, "\",\"pid\":%d,\"tid\":%u", prof_process_get()->pid, tid);
+}
+
+static void write_all(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            prof_log("trace %s: write failed (%s); tracing is off from here, "
+                     "the summary goes on", path, w < 0 ? strerror(errno) : "short write");
+            close(fd);
+            fd = -1;
+            state = OFF;
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+        written += (uint64_t)w;
+    }
+}
+
+void prof_trace_flush(void)
+{
+    if (fd < 0 || buf.len == 0)
+        return;
+    if (buf.failed) {
+        prof_log("trace %s: out of memory; tracing is off from here", path);
+        state = CAPPED;
+        buf.failed = 0;
+        buf.len = 0;
+        return;
+    }
+    write_all(buf.data, buf.len);
+    buf.len = 0;
+}
+
+static void metadata(const char *what, uint32_t tid, const char *key, const char *svalue,
+                     long ivalue)
+{
+    event_start();
+    prof_buf_puts(&buf, "\"name\":\"");
+    prof_buf_puts(&buf, what);
+    prof_buf_puts(&buf, "\",");
+    common("M", tid);
+    prof_buf_printf(&buf, ",\"args\":{\"%s\":", key);
+    if (svalue != NULL)
+        prof_buf_json_string(&buf, svalue);
+    else
+        prof_buf_printf(&buf, "%ld", ivalue);
+    prof_buf_puts(&buf, "}}");
+}
+
+static void header(void)
+{
+    const struct prof_process *p = prof_process_get();
+    char name[128];
+
+    if (p->rank >= 0)
+        snprintf(name, sizeof name, "%s (rank %d)", p->program, p->rank);
+    else
+        snprintf(name, sizeof name, "%s", p->program);
+    event_start();
+    prof_buf_puts(&buf, "\"name\":\"process_name\",");
+    common("M", (uint32_t)p->pid);
+    prof_buf_puts(&buf, ",\"args\":{\"name\":");
+    prof_buf_json_string(&buf, name);
+    prof_buf_printf(&buf, ",\"prof\":{\"format\":1,\"version\":\"%s\",\"rank\":", PROF_VERSION_STRING);
+    if (p->rank >= 0)
+        prof_buf_printf(&buf, "%d", p->rank);
+    else
+        prof_buf_puts(&buf, "null");
+    prof_buf_puts(&buf, ",\"host\":");
+    prof_buf_json_string(&buf, p->host);
+    prof_buf_printf(&buf, ",\"pid\":%d,\"realtime_minus_monotonic_ns\":%lld}}}", p->pid,
+                    (long long)prof_clock_realtime_offset_ns());
+    metadata("process_sort_index", (uint32_t)p->pid, "sort_index", NULL,
+             p->rank >= 0 ? p->rank : 0);
+}
+
+int prof_trace_open(void)
+{
+    const struct prof_config *cfg = prof_config_get();
+    int err;
+
+    if (cfg->trace_path == NULL || state != OFF || fd >= 0)
+        return 0;
+    if (prof_path_expand(cfg->trace_path, path, sizeof path) != 0) {
+        prof_log("PROF_TRACE: path too long; tracing is off");
+        return -ENAMETOOLONG;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        err = errno;
+        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", path,
+                 strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
+                 "does not follow" : "");
+        return -err;
+    }
+    state = ON;
+    written = nevents = 0;
+    nstreams = 0;
+    last_dropped = 0;
+    header();
+    prof_trace_flush();
+    return 0;
+}
+
+static void thread_meta(struct prof_thread *t)
+{
+    const char *name = __atomic_load_n(&t->name, __ATOMIC_RELAXED);
+    char fallback[32];
+
+    if (t->traced_name != NULL && t->traced_name == name)
+        return;
+    if (name == NULL) {
+        if (t->traced_name != NULL)
+            return;
+        snprintf(fallback, sizeof fallback, t->index == 0 ? "main" : "thread %u", t->index);
+        metadata("thread_name", t->tid, "name", fallback, 0);
+        metadata("thread_sort_index", t->tid, "sort_index", NULL, (long)t->index);
+        t->traced_name = prof_intern(fallback);
+        return;
+    }
+    metadata("thread_name", t->tid, "name", name, 0);
+    if (t->traced_name == NULL)
+        metadata("thread_sort_index", t->tid, "sort_index", NULL, (long)t->index);
+    t->traced_name = name;
+}
+
+static int room(void)
+{
+    const struct prof_config *cfg = prof_config_get();
+
+    if (state != ON)
+        return 0;
+    if (cfg->trace_max_bytes && written + buf.len >= cfg->trace_max_bytes) {
+        uint64_t mb = cfg->trace_max_bytes / (1024 * 1024);
+        event_start();
+        prof_buf_printf(&buf, "\"name\":\"prof: trace size limit reached (%llu MB); later "
+                        "events not recorded\",\"cat\":\"prof\",", (unsigned long long)mb);
+        common("i", (uint32_t)prof_process_get()->pid);
+        prof_buf_puts(&buf, ",\"s\":\"g\",\"ts\":");
+        prof_buf_us(&buf, prof_clock_now_ns());
+        prof_buf_puts(&buf, "}");
+        prof_log("trace %s: size limit of %llu MB reached; later events are not recorded "
+                 "(PROF_TRACE_MAX_MB)", path, (unsigned long long)mb);
+        state = CAPPED;
+        prof_trace_flush();
+        return 0;
+    }
+    if (buf.len >= FLUSH_AT)
+        prof_trace_flush();
+    return state == ON;
+}
+
+static void name_field(struct prof_stage *s)
+{
+    if (s->json_name == NULL) {
+        struct prof_buf tmp = {0};
+        prof_buf_json_string(&tmp, s->name);
+        s->json_name = tmp.failed ? NULL : tmp.data;
+        if (tmp.failed)
+            prof_buf_free(&tmp);
+    }
+    prof_buf_puts(&buf, "\"name\":");
+    if (s->json_name != NULL)
+        prof_buf_puts(&buf, s->json_name);
+    else
+        prof_buf_json_string(&buf, s->name);
+}
+
+void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start_ns,
+                     uint64_t dur_ns, uint32_t depth)
+{
+    if (!room())
+        return;
+    thread_meta(t);
+    event_start();
+    name_field(s);
+    prof_buf_puts(&buf, ",\"cat\":\"cpu\",");
+    common("X", t->tid);
+    prof_buf_puts(&buf, ",\"ts\":");
+    prof_buf_us(&buf, start_ns);
+    prof_buf_puts(&buf, ",\"dur\":");
+    prof_buf_us(&buf, dur_ns);
+    prof_buf_printf(&buf, ",\"args\":{\"depth\":%u}}", depth);
+}
+
+static uint32_t gpu_track(int device, uint64_t stream)
+{
+    char name[64];
+    unsigned i;
+
+    for (i = 0; i < nstreams; i++)
+        if (streams[i] == stream && stream_device[i] == device)
+            return GPU_TID_BASE + i;
+    if (nstreams == MAX_STREAMS)
+        return GPU_TID_BASE + MAX_STREAMS;   /* one shared track for the rest */
+    streams[nstreams] = stream;
+    stream_device[nstreams] = device;
+    snprintf(name, sizeof name, "GPU %d stream %u", device, nstreams);
+    metadata("thread_name", GPU_TID_BASE + nstreams, "name", name, 0);
+    metadata("thread_sort_index", GPU_TID_BASE + nstreams, "sort_index", NULL,
+             100000 + (long)nstreams);
+    return GPU_TID_BASE + nstreams++;
+}
+
+void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint64_t start_ns,
+                         uint64_t end_ns)
+{
+    uint32_t tid;
+
+    if (!room())
+        return;
+    tid = gpu_track(device, stream);
+    event_start();
+    name_field(s);
+    prof_buf_puts(&buf, ",\"cat\":\"gpu\",");
+    common("X", tid);
+    prof_buf_puts(&buf, ",\"ts\":");
+    prof_buf_us(&buf, start_ns);
+    prof_buf_puts(&buf, ",\"dur\":");
+    prof_buf_us(&buf, end_ns > start_ns ? end_ns - start_ns : 0);
+    prof_buf_puts(&buf, ",\"args\":{\"depth\":0}}");
+}
+
+void prof_trace_counter(struct prof_thread *t, const char *name, uint64_t ts, double value)
+{
+    if (!room())
+        return;
+    event_start();
+    prof_buf_puts(&buf, "\"name\":");
+    prof_buf_json_string(&buf, name ? name : "(null)");
+    prof_buf_puts(&buf, ",");
+    common("C", t ? t->tid : (uint32_t)prof_process_get()->pid);
+    prof_buf_puts(&buf, ",\"ts\":");
+    prof_buf_us(&buf, ts);
+    prof_buf_puts(&buf, ",\"args\":{\"value\":");
+    prof_buf_double(&buf, value);
+    prof_buf_puts(&buf, "}}");
+}
+
+void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat, uint64_t ts,
+                        int64_t step)
+{
+    if (!room())
+        return;
+    thread_meta(t);
+    event_start();
+    prof_buf_puts(&buf, "\"name\":");
+    prof_buf_json_string(&buf, name ? name : "(null)");
+    prof_buf_printf(&buf, ",\"cat\":\"%s\",", cat);
+    common("i", t->tid);
+    prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
+    prof_buf_us(&buf, ts);
+    if (step >= 0)
+        prof_buf_printf(&buf, ",\"args\":{\"step\":%lld}", (long long)step);
+    prof_buf_puts(&buf, "}");
+}
+
+void prof_trace_dropped(uint64_t ts, uint64_t total)
+{
+    if (total == last_dropped)
+        return;
+    last_dropped = total;
+    prof_trace_counter(NULL, "prof.dropped", ts, (double)total);
+}
+
+void prof_trace_close(void)
+{
+    if (fd < 0)
+        return;
+    if (nevents == 0)
+        prof_buf_puts(&buf, "[");
+    prof_buf_puts(&buf, "\n]\n");
+    prof_trace_flush();
+    if (fd >= 0 && close(fd) != 0)
+        prof_log("trace %s: close failed (%s)", path, strerror(errno));
+    fd = -1;
+    state = OFF;
+    prof_buf_free(&buf);
+}
+
+void prof_trace_close_from_signal(void)
+{
+    int f = fd;
+
+    /* Only whole lines were ever written, so the file ends at an event. */
+    if (f >= 0 && nevents > 0 && write(f, "\n]\n", 3) < 0) {
+        /* Nothing more a signal handler may do. */
+    }
+}
+
+void prof_trace_atfork_child(void)
+{
+    const struct prof_config *cfg = prof_config_get();
+
+    /* The parent's buffer and descriptor stay the parent's. */
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    state = OFF;
+    buf.len = 0;
+    buf.failed = 0;
+    if (cfg->trace_path != NULL && prof_path_has_pid(cfg->trace_path))
+        prof_trace_open();
+}

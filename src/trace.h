@@ -1,0 +1,40 @@
+/* trace.h - the Chrome trace writer (docs/FORMATS.md). Collector side,
+ * runtime lock held; events are buffered and written in whole lines, so a
+ * killed process leaves a file that ends at an event boundary. */
+#ifndef PROF_TRACE_H
+#define PROF_TRACE_H
+
+#include <stdint.h>
+
+struct prof_thread;
+struct prof_stage;
+
+/* Open the file PROF_TRACE names (after %p / %r). On failure: one message,
+ * tracing stays off. Returns 0 or a negative errno. */
+int prof_trace_open(void);
+int prof_trace_active(void);
+
+void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start_ns,
+                     uint64_t dur_ns, uint32_t depth);
+void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint64_t start_ns,
+                         uint64_t end_ns);
+void prof_trace_counter(struct prof_thread *t, const char *name, uint64_t ts_ns, double value);
+/* cat "mark" or "step" (step >= 0 adds args.step). */
+void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat, uint64_t ts_ns,
+                        int64_t step);
+void prof_trace_dropped(uint64_t ts_ns, uint64_t total);
+
+/* Write what is buffered. */
+void prof_trace_flush(void);
+/* Write the closing ']' and close. */
+void prof_trace_close(void);
+
+/* The signal path: write the closing ']' with async-signal-safe calls only
+ * (buffered events are lost; the file stays valid). */
+void prof_trace_close_from_signal(void);
+
+/* In a forked child: never touch the parent's file; reopen when the path
+ * has %p, else stay off. */
+void prof_trace_atfork_child(void);
+
+#endif
