@@ -71,9 +71,10 @@ PROF_API int prof_enabled(void);
 typedef struct prof_zone {
     uint64_t start;       /* clock ticks at begin */
     const char *name;
-    uint64_t parent;      /* path hash of the enclosing zone */
+    uint32_t parent;      /* path hash of the enclosing zone */
     uint32_t depth;       /* nesting depth on this thread, 0 = outermost */
-    uint32_t hooked;      /* begun through prof_zone_begin_hooked_ (NVTX) */
+    void *thread;         /* the runtime's state of the thread that began it;
+                             low bit set: begun through the hooks (NVTX) */
 } prof_zone;
 
 /* Out-of-line copies of the inline fast path, for FFI callers (Cython,
@@ -316,17 +317,18 @@ enum {
     PROF_RECORD_COUNTER_ = 1,  /* end holds the value's bits */
     PROF_RECORD_MARK_ = 2,
     PROF_RECORD_STEP_ = 3,     /* end holds the step number */
-    PROF_RECORD_CUDA_ = 4,     /* parent holds the pooled event pair */
+    PROF_RECORD_CUDA_ = 4,     /* start holds the pooled event pair */
     PROF_RECORD_CUDA_CPU_ = 5  /* a zone's CPU side; the GPU side follows */
 };
 
+/* 32 bytes: two records per cache line. */
 typedef struct prof_record_ {
-    uint64_t start;
-    uint64_t end;
+    uint64_t start;       /* ticks; PROF_RECORD_CUDA_: the pooled event pair */
+    uint64_t end;         /* ticks; counters: the value's bits; steps: the step */
     const char *name;
-    uint64_t parent;
-    uint32_t depth;
-    uint32_t kind;
+    uint32_t parent;      /* path hash of the enclosing zone */
+    uint16_t depth;       /* nesting depth (mod 65536) */
+    uint16_t kind;
 } prof_record_;
 
 struct prof_thread_ {
@@ -340,7 +342,7 @@ struct prof_thread_ {
     uint32_t depth;
     uint32_t busy;                 /* nonzero while the owner edits the ring */
     const char *names[PROF_MAX_DEPTH_];     /* the open zones, outermost first */
-    uint64_t path[PROF_MAX_DEPTH_ + 1];     /* path[d]: hash of names[0..d) */
+    uint32_t path[PROF_MAX_DEPTH_ + 1];     /* path[d]: hash of names[0..d) */
     /* Written by the collector: on its own cache line. */
     uint64_t tail __attribute__((aligned(64)));
 };
@@ -387,15 +389,17 @@ static inline uint64_t prof_ticks_(void)
     return prof_clock_fallback_ticks_();
 }
 
-static inline uint64_t prof_path_mix_(uint64_t h, const char *name)
+/* The path hash of a zone named name inside the path h: 32 bits, so a
+ * record stays 32 bytes; a collision only misplaces a row of the tree. */
+static inline uint32_t prof_path_mix_(uint32_t h, const char *name)
 {
-    h = ((h << 5) | (h >> 59)) ^ (uint64_t)(uintptr_t)name;
-    return h * 0x9e3779b97f4a7c15ull;
+    uint64_t x = ((uint64_t)h << 32 | h) ^ (uint64_t)(uintptr_t)name;
+    return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
 /* Push one record; drop and count when the ring is full. */
 static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint64_t end,
-                                   const char *name, uint64_t parent, uint32_t depth,
+                                   const char *name, uint32_t parent, uint32_t depth,
                                    uint32_t kind)
 {
     uint64_t head = t->head;
@@ -414,13 +418,18 @@ static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint6
     r->end = end;
     r->name = name;
     r->parent = parent;
-    r->depth = depth;
-    r->kind = kind;
+    r->depth = (uint16_t)depth;   /* wraps past 65535 levels: harmless */
+    r->kind = (uint16_t)kind;
     /* Release: the record's fields are visible before the new head. */
     __atomic_store_n(&t->head, head + 1, __ATOMIC_RELEASE);
 }
 
-/* Open a zone on the calling thread (recording is known to be on). */
+/* Open a zone on the calling thread (recording is known to be on).
+ *
+ * No re-entry guard is needed here: depth is claimed first, so a signal
+ * handler that opens a zone in the middle of this uses the next stack
+ * slot and leaves this zone's slot alone (at worst the handler's zone is
+ * placed under a stale parent in the summary tree). */
 static inline prof_zone prof_zone_open_(const char *name)
 {
     prof_zone z = {0, 0, 0, 0, 0};
@@ -429,14 +438,9 @@ static inline prof_zone prof_zone_open_(const char *name)
 
     if (PROF_UNLIKELY_(t == NULL) && (t = prof_thread_attach_()) == NULL)
         return z;
-    if (PROF_UNLIKELY_(t->busy)) {
-        /* A signal handler interrupted this thread inside prof: keep out. */
-        __atomic_store_n(&t->reentered, t->reentered + 1, __ATOMIC_RELAXED);
-        return z;
-    }
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     d = t->depth;
+    __atomic_store_n(&t->depth, d + 1, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     z.name = name;
     z.depth = d;
     if (PROF_LIKELY_(d < PROF_MAX_DEPTH_)) {
@@ -449,9 +453,7 @@ static inline prof_zone prof_zone_open_(const char *name)
     } else {
         z.parent = t->path[PROF_MAX_DEPTH_];
     }
-    __atomic_store_n(&t->depth, d + 1, __ATOMIC_RELAXED);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    z.thread = t;
     z.start = prof_ticks_();
     return z;
 }
@@ -476,15 +478,14 @@ static inline void prof_zone_end_inline_(prof_zone *z)
 
     if (z->start == 0)
         return;
-    if (PROF_UNLIKELY_(z->hooked)) {
+    if (PROF_UNLIKELY_((uintptr_t)z->thread & 1)) {
         prof_zone_end_hooked_(z);
         return;
     }
     end = prof_ticks_();
-    t = prof_thread_self_;
-    if (PROF_UNLIKELY_(t == NULL || t->busy)) {
-        if (t != NULL)
-            __atomic_store_n(&t->reentered, t->reentered + 1, __ATOMIC_RELAXED);
+    t = (struct prof_thread_ *)z->thread;
+    if (PROF_UNLIKELY_(t->busy)) {
+        __atomic_store_n(&t->reentered, t->reentered + 1, __ATOMIC_RELAXED);
         return;
     }
     t->busy = 1;

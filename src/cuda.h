@@ -31,4 +31,10 @@ size_t prof_cuda_finish(prof_gpu_sink sink, void *ctx, unsigned timeout_ms);
  * no CUDA context of its own). */
 void prof_cuda_atfork_child(void);
 
+/* GPU sides that could not be timed (driver errors, event pool full, no
+ * current context, a context destroyed with zones pending); their CPU
+ * sides were recorded. Any thread; for the summary's drop count. Zones
+ * dropped this way are also reported once through prof_log. */
+uint64_t prof_cuda_lost(void);
+
 #endif

@@ -291,14 +291,14 @@ PROF_API prof_zone prof_zone_begin_hooked_(const char *name)
     z = prof_zone_open_(name);
     if (z.start == 0)
         z.start = 1;
-    z.hooked = 1;
+    z.thread = (void *)((uintptr_t)z.thread | 1);
     return z;
 }
 
 PROF_API void prof_zone_end_hooked_(prof_zone *zone)
 {
-    zone->hooked = 0;
-    if (zone->start != 1)
+    zone->thread = (void *)((uintptr_t)zone->thread & ~(uintptr_t)1);
+    if (zone->start != 1 && zone->thread != NULL)
         prof_zone_end_inline_(zone);
     zone->start = 0;
     prof_nvtx_pop();

@@ -23,7 +23,7 @@
 #include "stats.h"
 
 struct node {
-    uint64_t parent;             /* path hash of the parent zone */
+    uint32_t parent;             /* path hash of the parent zone */
     struct prof_stage *stage;
     uint64_t run_total, win_total;
 };
@@ -105,7 +105,7 @@ struct prof_stage *prof_stats_stage(const char *raw, uint32_t flags)
     return s;
 }
 
-static struct node *node_get(uint64_t hash, uint64_t parent, struct prof_stage *s)
+static struct node *node_get(uint32_t hash, uint32_t parent, struct prof_stage *s)
 {
     struct node *n = prof_map_get(&nodes, hash);
 
@@ -122,7 +122,7 @@ static struct node *node_get(uint64_t hash, uint64_t parent, struct prof_stage *
     return n;
 }
 
-void prof_stats_zone(struct prof_stage *s, uint64_t parent_path, const char *raw,
+void prof_stats_zone(struct prof_stage *s, uint32_t parent_path, const char *raw,
                      uint64_t dur, uint64_t self)
 {
     struct node *n = node_get(prof_path_mix_(parent_path, raw), parent_path, s);
@@ -231,7 +231,7 @@ static void resolve_open_parents(void)
     if (!missing)
         return;
     for (struct prof_thread *t = prof_threads; t != NULL; t = t->next) {
-        uint64_t path[PROF_MAX_DEPTH_ + 1];
+        uint32_t path[PROF_MAX_DEPTH_ + 1];
         const char *names[PROF_MAX_DEPTH_];
         uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED);
 

@@ -53,7 +53,7 @@ struct prof_stage *prof_stats_stage(const char *raw_name, uint32_t flags);
 
 /* One ended zone: its stage, the path hash of its parent, the raw name
  * pointer (for the path), duration and self time in ns. */
-void prof_stats_zone(struct prof_stage *s, uint64_t parent_path, const char *raw_name,
+void prof_stats_zone(struct prof_stage *s, uint32_t parent_path, const char *raw_name,
                      uint64_t dur_ns, uint64_t self_ns);
 /* A GPU zone (no path: placed under its CPU stage). */
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur_ns);

@@ -1,0 +1,49 @@
+/* bench.h - helpers shared by the C benchmarks: a monotonic clock, the
+ * median of repeated runs, and re-running the program with its environment
+ * set (prof reads the environment once, when the library loads). */
+#ifndef PROF_BENCH_H
+#define PROF_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline uint64_t bench_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* If name is not set to value, set it and exec this program again, so the
+ * library sees it when it loads. Returns only when the variable is set. */
+static inline void bench_require_env(char **argv, const char *name, const char *value)
+{
+    const char *cur = getenv(name);
+
+    if (cur != NULL && strcmp(cur, value) == 0)
+        return;
+    setenv(name, value, 1);
+    execv("/proc/self/exe", argv);
+    perror("exec");
+    exit(1);
+}
+
+#endif
