@@ -56,7 +56,10 @@ static void common(const char *ph, uint32_t tid)
 {
     prof_buf_puts(&buf, "\"ph\":\"");
     prof_buf_puts(&buf, ph);
-    prof_buf_printf(&buf, "\",\"pid\":%d,\"tid\":%u", prof_process_get()->pid, tid);
+    prof_buf_puts(&buf, "\",\"pid\":");
+    prof_buf_u64(&buf, (uint64_t)prof_process_get()->pid);
+    prof_buf_puts(&buf, ",\"tid\":");
+    prof_buf_u64(&buf, tid);
 }
 
 static void write_all(const char *p, size_t n)
@@ -243,7 +246,9 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start
     prof_buf_us(&buf, start_ns);
     prof_buf_puts(&buf, ",\"dur\":");
     prof_buf_us(&buf, dur_ns);
-    prof_buf_printf(&buf, ",\"args\":{\"depth\":%u}}", depth);
+    prof_buf_puts(&buf, ",\"args\":{\"depth\":");
+    prof_buf_u64(&buf, depth);
+    prof_buf_puts(&buf, "}}");
 }
 
 static uint32_t gpu_track(int device, uint64_t stream)
