@@ -65,8 +65,9 @@ static void *loader(void *arg)
             PROF_ZONE("load_batch");
             {
                 PROF_ZONE("read");
-                /* Every 10th batch misses the cache. */
-                work((!fast_data && i % 10 == 0 ? 2500.0 : 300.0) * jitter(&seed));
+                /* Every 25th batch misses the cache and takes longer than
+                 * the queue can hide: the training step waits for it. */
+                work((!fast_data && i % 25 == 0 ? 30000.0 : 300.0) * jitter(&seed));
             }
             {
                 PROF_ZONE("decode");
