@@ -111,13 +111,14 @@ static void read_pair(uint64_t *ticks, uint64_t *mono)
 static void params_publish(const struct clock_params *p)
 {
     unsigned seq = __atomic_load_n(&params_seq, __ATOMIC_RELAXED);
+    double rate = p->ns_per_tick;
 
     __atomic_store_n(&params_seq, seq + 1, __ATOMIC_RELAXED);
     /* Release fence: readers that see the new fields also see the odd seq. */
     __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&params.tick0, p->tick0, __ATOMIC_RELAXED);
     __atomic_store_n(&params.mono0, p->mono0, __ATOMIC_RELAXED);
-    __atomic_store(&params.ns_per_tick, &p->ns_per_tick, __ATOMIC_RELAXED);
+    __atomic_store(&params.ns_per_tick, &rate, __ATOMIC_RELAXED);
     /* Release: the fields are visible before the even seq. */
     __atomic_store_n(&params_seq, seq + 2, __ATOMIC_RELEASE);
 }

@@ -36,7 +36,10 @@ static int summary_failed;
 
 int prof_collector_is_self(void)
 {
-    return prof_rt.collector_running && pthread_equal(pthread_self(), collector_id);
+    /* Acquire pairs with the release in prof_collector_start_locked: a
+     * thread that sees running also sees collector_id. */
+    return __atomic_load_n(&prof_rt.collector_running, __ATOMIC_ACQUIRE) &&
+           pthread_equal(pthread_self(), collector_id);
 }
 
 static int traced(uint64_t ticks)
@@ -382,15 +385,15 @@ int prof_collector_start_locked(void)
         return -err;
     }
     prof_rt.collector = collector_id;
-    prof_rt.collector_running = 1;
     prof_rt.stopping = 0;
+    __atomic_store_n(&prof_rt.collector_running, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
 void prof_collector_stop(void)
 {
     pthread_mutex_lock(&prof_rt.lock);
-    if (!prof_rt.collector_running || prof_collector_is_self()) {
+    if (!__atomic_load_n(&prof_rt.collector_running, __ATOMIC_RELAXED) || prof_collector_is_self()) {
         pthread_mutex_unlock(&prof_rt.lock);
         return;
     }
@@ -399,7 +402,7 @@ void prof_collector_stop(void)
     pthread_mutex_unlock(&prof_rt.lock);
     pthread_join(collector_id, NULL);
     pthread_mutex_lock(&prof_rt.lock);
-    prof_rt.collector_running = 0;
+    __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELEASE);
     prof_rt.stopping = 0;
     pthread_mutex_unlock(&prof_rt.lock);
 }

@@ -420,6 +420,7 @@ static void slot_refill(struct cuda_slot *s)
     struct cuda_pool *pool = s->pool;
     unsigned want = 0, made = 0;
     CUcontext popped;
+    CUresult rc;
 
     pthread_mutex_lock(&pool->lock);
     while (pool->free != NULL && s->n < CUDA_CACHE_BATCH) {
@@ -448,10 +449,14 @@ static void slot_refill(struct cuda_slot *s)
         return;
     }
     /* Events are created in the pool's context, whatever is current. */
-    if (api.ctx_push(pool->ctx) == CU_SUCCESS) {
+    if ((rc = api.ctx_push(pool->ctx)) != CU_SUCCESS) {
+        prof_log_once(&note_ctx, "cuCtxPushCurrent failed (%s) for the CUDA context of device %d: "
+                      "the GPU side of zones in it is skipped", cu_error_name(rc), pool->device);
+    } else {
         for (; made < want; made++) {
             struct cuda_pair *p = calloc(1, sizeof *p);
-            CUresult rc = p == NULL ? -ENOMEM : api.event_create(&p->start, CU_EVENT_FLAGS);
+
+            rc = p == NULL ? -ENOMEM : api.event_create(&p->start, CU_EVENT_FLAGS);
 
             if (rc == CU_SUCCESS && (rc = api.event_create(&p->end, CU_EVENT_FLAGS)) != CU_SUCCESS)
                 api.event_destroy(p->start);
@@ -798,6 +803,9 @@ static int ref_update(struct cuda_pool *pool, uint64_t now, CUresult *err, const
                     int64_t late = ms_to_ns(ms) - cpu_dt;
 
                     adopt = late <= CUDA_REF_SLACK_NS + cpu_dt / (1000000 / CUDA_REF_PPM);
+                } else {
+                    prof_log_once(&note_probe, "cuEventElapsedTime failed (%s) on the reference "
+                                  "event of device %d; retrying", cu_error_name(rc), pool->device);
                 }
             }
             if (adopt) {

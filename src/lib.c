@@ -101,7 +101,7 @@ static void atfork_child(void)
         return;
     }
     prof_rt.forked_from = parent;
-    prof_rt.collector_running = 0;
+    __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELAXED);
     prof_rt.stopping = 0;
     prof_registry_atfork_child();
     prof_stats_reset();

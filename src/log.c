@@ -46,7 +46,7 @@ static void log_message(const char *msg)
     }
 }
 
-static void log_va(const char *fmt, va_list ap)
+__attribute__((format(printf, 1, 0))) static void log_va(const char *fmt, va_list ap)
 {
     char msg[1024];
 
