@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Strict validator of prof Chrome traces (docs/FORMATS.md), used by the
+whole test suite on every trace it writes.
+
+    python3 tests/trace_check.py FILE [--allow-unterminated]
+                                 [--expect-stage NAME ...] [--min-events N]
+
+Exit 0 when the file is valid; otherwise print the first problem and exit 1.
+Importable: check_trace(path, ...) returns the events or raises TraceError.
+
+Deliberately independent of tools/prof_tools.py (whose output it also
+checks) and stricter than the tools and viewers: strict UTF-8, no NaN or
+Infinity, no lone surrogates, no duplicate keys, the closing ']' present
+unless allowed to be missing, and the field rules of FORMATS.md.
+"""
+
+import argparse
+import json
+import math
+import sys
+
+SLACK_NS = 1                         # ts/dur are rounded to whole ns
+METADATA = {'process_name': 'name', 'thread_name': 'name',
+            'process_sort_index': 'sort_index', 'thread_sort_index': 'sort_index'}
+LIMIT_PREFIX = 'prof: trace size limit reached'
+
+
+class TraceError(ValueError):
+    pass
+
+
+def _constant(name):
+    raise TraceError(f'non-standard JSON constant {name} (NaN/Infinity are not JSON)')
+
+
+def _float(text):
+    v = float(text)
+    if not math.isfinite(v):
+        raise TraceError(f'number {text} overflows a double')
+    return v
+
+
+def _pairs(pairs):
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise TraceError(f'duplicate key {k!r} in an object')
+        obj[k] = v
+    return obj
+
+
+def _strings(x):
+    """Every string (keys too) inside a parsed JSON value."""
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, list):
+        for v in x:
+            yield from _strings(v)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield k
+            yield from _strings(v)
+
+
+def _int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def parse(data, allow_unterminated=False):
+    """Bytes of a trace file -> list of events (strict JSON)."""
+    try:
+        text = data.decode('utf-8')          # strict: also rejects encoded surrogates
+    except UnicodeDecodeError as e:
+        raise TraceError(f'invalid UTF-8 at byte {e.start}: {data[e.start:e.start + 4]!r}') from None
+    if text.startswith('\ufeff'):
+        raise TraceError('file starts with a byte order mark')
+    loads = lambda t: json.loads(t, parse_constant=_constant, parse_float=_float,
+                                  object_pairs_hook=_pairs)  # noqa: E731
+    try:
+        events = loads(text)
+    except json.JSONDecodeError as e:
+        stripped = text.rstrip()
+        if stripped.startswith('[') and not stripped.endswith(']'):
+            if not allow_unterminated:
+                raise TraceError('no closing "]" (unterminated trace; a normal exit must write it)') from None
+            try:
+                events = loads(text + '\n]')
+            except json.JSONDecodeError as e2:
+                raise TraceError(f'invalid JSON even with "]" appended: {e2.msg} at line '
+                                 f'{e2.lineno} column {e2.colno}') from None
+        else:
+            raise TraceError(f'invalid JSON: {e.msg} at line {e.lineno} column {e.colno}') from None
+    if not isinstance(events, list):
+        raise TraceError('top level is not a JSON array (prof writes the array form)')
+    for s in _strings(events):
+        try:
+            s.encode('utf-8')
+        except UnicodeEncodeError:
+            raise TraceError(f'lone UTF-16 surrogate escape in string {s!r}') from None
+    return events
+
+
+def check_event(i, e):
+    where = f'event {i}'
+    if not isinstance(e, dict):
+        raise TraceError(f'{where}: not an object')
+    name, ph = e.get('name'), e.get('ph')
+    if not isinstance(name, str):
+        raise TraceError(f'{where}: "name" missing or not a string')
+    where = f'event {i} ({name!r}, ph {ph!r})'
+    for k in ('pid', 'tid'):
+        if not _int(e.get(k)):
+            raise TraceError(f'{where}: "{k}" missing or not an integer: {e.get(k)!r}')
+    args = e.get('args')
+    if 'args' in e and not isinstance(args, dict):
+        raise TraceError(f'{where}: "args" is not an object')
+    if ph == 'M':
+        if name not in METADATA:
+            raise TraceError(f'{where}: unknown metadata event (want one of {", ".join(METADATA)})')
+        key = METADATA[name]
+        val = (args or {}).get(key)
+        if not (isinstance(val, str) if key == 'name' else _int(val)):
+            raise TraceError(f'{where}: args.{key} missing or of the wrong type: {val!r}')
+        if 'ts' in e and not (_num(e['ts']) and e['ts'] >= 0):
+            raise TraceError(f'{where}: bad ts {e["ts"]!r}')
+        return
+    if ph not in ('X', 'C', 'i'):
+        raise TraceError(f'{where}: unexpected ph (prof writes M, X, C, i)')
+    ts = e.get('ts')
+    if not _num(ts) or ts <= 0:
+        raise TraceError(f'{where}: ts must be a number > 0, got {ts!r}')
+    if ph == 'X':
+        dur = e.get('dur')
+        if not _num(dur) or dur < 0:
+            raise TraceError(f'{where}: dur must be a number >= 0, got {dur!r}')
+        if e.get('cat') not in ('cpu', 'gpu'):
+            raise TraceError(f'{where}: cat must be "cpu" or "gpu", got {e.get("cat")!r}')
+        depth = (args or {}).get('depth')
+        if not (_int(depth) and depth >= 0):
+            raise TraceError(f'{where}: args.depth must be an integer >= 0, got {depth!r}')
+    elif ph == 'C':
+        if not args or not all(_num(v) for v in args.values()):
+            raise TraceError(f'{where}: a counter needs args with numeric values, got {args!r}')
+    elif ph == 'i':
+        if e.get('s') != 't':
+            raise TraceError(f'{where}: instant events are thread scoped: "s" must be "t"')
+        if not isinstance(e.get('cat'), str):
+            raise TraceError(f'{where}: "cat" missing')
+        if e['cat'] == 'step' and not _int((args or {}).get('step')):
+            raise TraceError(f'{where}: a step instant needs an integer args.step')
+
+
+def check_prof_args(e):
+    """The first event: process_name carrying the clock reference."""
+    if not (e.get('ph') == 'M' and e.get('name') == 'process_name'):
+        raise TraceError(f'event 0 is {e.get("name")!r}/{e.get("ph")!r}; the first event must be '
+                         f'the process_name metadata')
+    prof = e['args'].get('prof')
+    if not isinstance(prof, dict):
+        raise TraceError('event 0: args.prof (format, clock reference) missing')
+    if not _int(prof.get('format')):
+        raise TraceError('event 0: args.prof.format missing or not an integer')
+    if not _int(prof.get('realtime_minus_monotonic_ns')):
+        raise TraceError('event 0: args.prof.realtime_minus_monotonic_ns missing or not an integer')
+    for k, ok in (('rank', lambda v: v is None or _int(v)), ('pid', _int),
+                  ('host', lambda v: isinstance(v, str)), ('version', lambda v: isinstance(v, str))):
+        if k in prof and not ok(prof[k]):
+            raise TraceError(f'event 0: args.prof.{k} has the wrong type: {prof[k]!r}')
+
+
+def check_nesting(events):
+    """X events of one (pid, tid) nest: each lies inside the innermost zone
+    still open at its start, or starts after that zone ended."""
+    threads = {}
+    for i, e in enumerate(events):
+        if e['ph'] == 'X':
+            ts, dur = round(e['ts'] * 1000), round(e['dur'] * 1000)
+            threads.setdefault((e['pid'], e['tid']), []).append((ts, -dur, i))
+    for (pid, tid), zones in threads.items():
+        zones.sort()
+        stack = []                           # (end, index)
+        for ts, ndur, i in zones:
+            end = ts - ndur
+            while stack and stack[-1][0] <= ts + SLACK_NS:
+                stack.pop()
+            if stack and end > stack[-1][0] + SLACK_NS:
+                p = events[stack[-1][1]]
+                c = events[i]
+                raise TraceError(
+                    f'pid {pid} tid {tid}: zones overlap without nesting: {c["name"]!r} '
+                    f'(event {i}, ts {c["ts"]}, dur {c["dur"]}) starts inside {p["name"]!r} '
+                    f'(event {stack[-1][1]}, ts {p["ts"]}, dur {p["dur"]}) and ends after it')
+            stack.append((end, i))
+
+
+def check_events(events, expect_stages=(), min_events=0):
+    for i, e in enumerate(events):
+        check_event(i, e)
+    if events:
+        check_prof_args(events[0])
+    named = {e['pid'] for e in events if e['ph'] == 'M' and e['name'] == 'process_name'}
+    for i, e in enumerate(events):
+        if e['pid'] not in named:
+            raise TraceError(f'event {i} ({e["name"]!r}): pid {e["pid"]} has no process_name metadata')
+    for i, e in enumerate(events):
+        if e['ph'] == 'i' and e['name'].startswith(LIMIT_PREFIX) and i != len(events) - 1:
+            raise TraceError(f'event {i}: the size-limit note must be the last event')
+    check_nesting(events)
+    zones = {e['name'] for e in events if e['ph'] == 'X'}
+    for s in expect_stages:
+        if s not in zones:
+            raise TraceError(f'no X event named {s!r} (stages seen: {", ".join(sorted(zones)[:20])})')
+    nx = sum(e['ph'] == 'X' for e in events)
+    if nx < min_events:
+        raise TraceError(f'{nx} X events, expected at least {min_events}')
+
+
+def check_trace(path, allow_unterminated=False, expect_stages=(), min_events=0):
+    """Validate the trace at path; return its events or raise TraceError."""
+    try:
+        with open(path, 'rb') as f:
+            data = f.read()
+    except OSError as e:
+        raise TraceError(f'cannot read: {e.strerror}') from None
+    events = parse(data, allow_unterminated)
+    check_events(events, expect_stages, min_events)
+    return events
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description='Strictly validate a prof Chrome trace.')
+    ap.add_argument('file')
+    ap.add_argument('--allow-unterminated', action='store_true',
+                    help='accept a file without its closing "]" (a killed process)')
+    ap.add_argument('--expect-stage', action='append', default=[], metavar='NAME',
+                    help='require an X event with this name (repeatable)')
+    ap.add_argument('--min-events', type=int, default=0, metavar='N',
+                    help='require at least N X (zone) events')
+    a = ap.parse_args(argv)
+    try:
+        events = check_trace(a.file, a.allow_unterminated, a.expect_stage, a.min_events)
+    except TraceError as e:
+        print(f'trace_check: {a.file}: INVALID: {e}', file=sys.stderr)
+        return 1
+    kinds = {}
+    for e in events:
+        kinds[e['ph']] = kinds.get(e['ph'], 0) + 1
+    print(f'trace_check: {a.file}: OK: {len(events)} events '
+          f'({", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))})')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
