@@ -354,7 +354,12 @@ struct prof_thread_ {
 #define PROF_ON_HOOKS_ 2
 extern PROF_API int prof_on_;
 extern PROF_API int prof_clock_is_tsc_;        /* 1: ticks are the TSC / CNTVCT */
-extern PROF_API __thread struct prof_thread_ *prof_thread_self_;
+/* initial-exec: one pointer of static TLS, read without a call into the
+ * dynamic linker even from shared objects (Python extensions). The whole
+ * runtime keeps a few bytes of TLS so that it fits the static TLS reserve
+ * glibc keeps for libraries loaded with dlopen. */
+extern PROF_API __thread struct prof_thread_ *prof_thread_self_
+    __attribute__((tls_model("initial-exec")));
 
 PROF_API struct prof_thread_ *prof_thread_attach_(void);
 PROF_API prof_zone prof_zone_begin_hooked_(const char *name);

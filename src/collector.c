@@ -33,6 +33,7 @@ int prof_pending_signal;
 static pthread_t collector_id;
 static int summary_fd = -1;
 static int summary_failed;
+static int summary_pid;          /* the process that opened summary_fd */
 
 int prof_collector_is_self(void)
 {
@@ -58,15 +59,36 @@ static int traced(uint64_t ticks)
     return close == 0 || ticks < close;
 }
 
+/* Self time. Within a thread zones nest, so the zones that ended at depth
+ * d + 1 since the last zone at depth d are its children. Code that ends
+ * zones out of order (Python generators and asyncio tasks) can leave a zone
+ * at depth d + 1 ending after its parent; such time is not subtracted from
+ * the next zone at depth d, because it does not lie inside it. */
+static uint64_t take_children(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t end,
+                              uint64_t dur)
+{
+    uint64_t children = t->child_ns[d + 1];
+
+    if (t->child_last[d + 1] != 0 &&
+        (t->child_first[d + 1] < start || t->child_last[d + 1] > end))
+        children = 0;
+    t->child_ns[d + 1] = 0;
+    t->child_last[d + 1] = 0;    /* empty: no zone ends at tick 0 */
+    if (t->child_last[d] == 0 || start < t->child_first[d])
+        t->child_first[d] = start;
+    if (end > t->child_last[d])
+        t->child_last[d] = end;
+    t->child_ns[d] += dur;
+    return children;
+}
+
 static void take_zone(struct prof_thread *t, const prof_record_ *r)
 {
     uint32_t d = r->depth > PROF_MAX_DEPTH_ ? PROF_MAX_DEPTH_ : r->depth;
     uint64_t dur = r->end > r->start ? prof_clock_delta_ns(r->end - r->start) : 0;
-    uint64_t children = t->child_ns[d + 1];
+    uint64_t children = take_children(t, d, r->start, r->end, dur);
     struct prof_stage *s;
 
-    t->child_ns[d + 1] = 0;
-    t->child_ns[d] += dur;
     if ((s = prof_stats_stage(r->name, 0)) == NULL) {
         prof_rt.lost_memory++;
         return;
@@ -217,10 +239,25 @@ static int summary_target(void)
     switch (to) {
     case PROF_TO_OFF:
         return -1;
+    case PROF_TO_HANDLER: {
+        static int logged;
+        prof_log_once(&logged, "PROF_SUMMARY=logging but no summary handler is installed "
+                      "(Python's prof module installs one); summaries go to stderr");
+        return STDERR_FILENO;
+    }
     case PROF_TO_STDOUT:
         fflush(stdout);
         return STDOUT_FILENO;
     case PROF_TO_FILE:
+        if (summary_pid != prof_process_get()->pid) {
+            /* Forked since the parent opened (or failed to open) its file:
+             * that descriptor is the parent's file, never ours. */
+            if (summary_fd >= 0)
+                close(summary_fd);
+            summary_fd = -1;
+            summary_failed = 0;
+            summary_pid = prof_process_get()->pid;
+        }
         if (summary_fd >= 0 || summary_failed)
             return summary_fd;
         if (prof_path_expand(cfg->summary_path, path, sizeof path) != 0) {
@@ -259,7 +296,9 @@ void prof_summary_emit_locked(enum prof_summary_kind kind)
         prof_rt.dropped_window = 0;
     }
     if (b.failed) {
-        prof_log("out of memory formatting the summary");
+        static int oom_logged;
+        prof_log_once(&oom_logged, "out of memory formatting a summary; summaries are skipped "
+                      "while memory is short");
         prof_buf_free(&b);
         return;
     }
@@ -301,7 +340,7 @@ void prof_final_report_locked(void)
     }
 }
 
-static void periodic(uint64_t now)
+void prof_periodic_locked(uint64_t now)
 {
     const struct prof_config *cfg = prof_config_get();
     uint64_t due = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
@@ -351,7 +390,7 @@ static void *collector_main(void *arg)
             end_by_signal(sig);
             break;
         }
-        periodic(prof_clock_now_ns());
+        prof_periodic_locked(prof_clock_now_ns());
     }
     pthread_mutex_unlock(&prof_rt.lock);
     return NULL;
@@ -381,7 +420,12 @@ int prof_collector_start_locked(void)
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0) {
-        prof_log("cannot start the collector thread (%s); recording is off", strerror(err));
+        static int logged;
+        /* Nothing would drain the rings: switch recording off rather than
+         * have every thread's first zone try (and report) again. */
+        __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);
+        prof_log_once(&logged, "cannot start the collector thread (%s); recording is off",
+                      strerror(err));
         return -err;
     }
     prof_rt.collector = collector_id;

@@ -24,6 +24,10 @@ int prof_collector_is_self(void);
  * the lock held; returns with it held. */
 void prof_summary_emit_locked(enum prof_summary_kind kind);
 
+/* Print the periodic summaries that are due (by steps or by time). Lock
+ * held; released while writing. */
+void prof_periodic_locked(uint64_t now);
+
 /* Everything that ends a run: final drain, pending GPU zones, the final
  * summary, the trace's closing ']'. Lock held. */
 void prof_final_report_locked(void);

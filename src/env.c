@@ -197,6 +197,8 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
             cfg->summary_to = PROF_TO_STDOUT;
         else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)
             cfg->summary_to = PROF_TO_OFF;
+        else if (strcmp(v, "logging") == 0)
+            cfg->summary_to = PROF_TO_HANDLER;
         else if ((cfg->summary_path = dup_or_warn(v)) != NULL)
             cfg->summary_to = PROF_TO_FILE;
     }

@@ -6,7 +6,9 @@
 
 enum prof_switch { PROF_SWITCH_UNSET = -1, PROF_SWITCH_OFF = 0, PROF_SWITCH_ON = 1 };
 enum prof_cuda_mode { PROF_CUDA_AUTO = 0, PROF_CUDA_OFF = 1, PROF_CUDA_ON = 2 };
-enum prof_summary_to { PROF_TO_STDERR = 0, PROF_TO_STDOUT, PROF_TO_FILE, PROF_TO_OFF };
+/* PROF_TO_HANDLER ("logging"): to the summary handler a binding installs
+ * (Python's logging); stderr when none is installed. */
+enum prof_summary_to { PROF_TO_STDERR = 0, PROF_TO_STDOUT, PROF_TO_FILE, PROF_TO_OFF, PROF_TO_HANDLER };
 
 struct prof_config {
     int prof;                    /* PROF: enum prof_switch */

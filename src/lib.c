@@ -111,6 +111,14 @@ static void atfork_child(void)
     prof_rt.window_start_step = prof_rt.summary_step_done = prof_steps;
     prof_rt.dropped = prof_rt.dropped_window = 0;
     __atomic_store_n(&prof_pending_signal, 0, __ATOMIC_RELAXED);
+    {
+        /* The parent's collector was most likely waiting on this condition
+         * variable when we forked: its waiter count came along, and the
+         * pthread_cond_destroy() in prof_collector_start_locked() would
+         * wait forever for a waiter that does not exist in the child. */
+        pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+        prof_rt.wake = fresh;
+    }
     if (!prof_rt.shut_down && prof_on_)
         prof_collector_start_locked();
     pthread_mutex_unlock(&prof_rt.lock);
@@ -250,7 +258,6 @@ PROF_API uint64_t prof_step(void)
 
 PROF_API int prof_thread_name(const char *name)
 {
-    struct prof_thread_ *t;
     const char *interned;
     char buf[64];
 
@@ -259,11 +266,7 @@ PROF_API int prof_thread_name(const char *name)
     snprintf(buf, sizeof buf, "%s", name);
     if ((interned = prof_intern(buf)) == NULL)
         return -ENOMEM;
-    t = prof_thread_self_;
-    if (t == NULL && (t = prof_thread_attach_()) == NULL)
-        return 0;   /* not recording: nothing to name */
-    __atomic_store_n(&((struct prof_thread *)t)->name, interned, __ATOMIC_RELAXED);
-    return 0;
+    return prof_thread_set_name(interned);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -326,8 +329,12 @@ PROF_API int prof_flush(void)
 {
     int err = lock_flushed();
 
-    if (err == 0)
+    if (err == 0) {
+        /* A step summary that became due before the call is out when it
+         * returns, not at the collector's next wake. */
+        prof_periodic_locked(prof_clock_now_ns());
         pthread_mutex_unlock(&prof_rt.lock);
+    }
     return err;
 }
 
@@ -463,8 +470,27 @@ PROF_API int prof_summary_print(FILE *f)
     prof_summary_format(&b, prof_config_get()->format, PROF_KIND_DEMAND);
     pthread_mutex_unlock(&prof_rt.lock);
     err = b.failed ? -ENOMEM : 0;
-    if (!err && (fwrite(b.data, 1, b.len, f) != b.len || fflush(f) != 0))
-        err = -EIO;
+    if (!err) {
+        /* A pipe whose reader has gone gives -EIO, not death by SIGPIPE
+         * (docs/CONFIG.md): block it while writing, consume the one we
+         * caused. */
+        sigset_t pipe_set, old;
+        int saved = 0;
+
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+        errno = 0;
+        if (fwrite(b.data, 1, b.len, f) != b.len || fflush(f) != 0) {
+            saved = errno;
+            err = -EIO;
+        }
+        if (saved == EPIPE && !sigismember(&old, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            sigtimedwait(&pipe_set, NULL, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
     prof_buf_free(&b);
     return err;
 }

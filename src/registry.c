@@ -19,12 +19,15 @@
 #include "registry.h"
 #include "runtime.h"
 
-PROF_API __thread struct prof_thread_ *prof_thread_self_;
+PROF_API __thread struct prof_thread_ *prof_thread_self_ __attribute__((tls_model("initial-exec")));
 
-/* Set while this thread is attaching: an instrumented allocator (or a
- * signal handler) that re-enters a zone gets a no-op zone instead of
- * recursing. After a failure, stays set so later zones give up at once. */
-static __thread int attach_state;   /* 0 idle, 1 attaching, 2 failed */
+/* 0 idle; 1 while this thread is attaching: an instrumented allocator (or
+ * a signal handler) that re-enters a zone gets a no-op zone instead of
+ * recursing; 2 after a failure, so later zones give up at once. */
+static __thread int attach_state __attribute__((tls_model("initial-exec")));
+
+/* A name given by prof_thread_name() before this thread attached. */
+static __thread const char *pending_name __attribute__((tls_model("initial-exec")));
 
 struct prof_thread *prof_threads;
 uint64_t prof_threads_seen;
@@ -70,6 +73,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
         goto oom;
     }
     t->hot.mask = cap - 1;
+    t->name = pending_name;
     t->hot.path[0] = PROF_PATH_ROOT_;
     t->tid = (uint32_t)syscall(SYS_gettid);
 
@@ -90,6 +94,17 @@ oom:
 fail:
     attach_state = 2;
     return NULL;
+}
+
+int prof_thread_set_name(const char *interned)
+{
+    struct prof_thread *t = (struct prof_thread *)prof_thread_self_;
+
+    if (t == NULL)
+        pending_name = interned;   /* applied when the thread attaches */
+    else
+        __atomic_store_n(&t->name, interned, __ATOMIC_RELAXED);
+    return 0;
 }
 
 void prof_thread_free(struct prof_thread *t)
@@ -124,4 +139,6 @@ void prof_registry_atfork_child(void)
     self->dropped_seen = self->reentered_seen = 0;
     self->traced_name = NULL;
     memset(self->child_ns, 0, sizeof self->child_ns);
+    memset(self->child_first, 0, sizeof self->child_first);
+    memset(self->child_last, 0, sizeof self->child_last);
 }

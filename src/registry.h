@@ -15,7 +15,11 @@ struct prof_thread {
     int exited;                  /* set (release) by the thread's destructor */
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
     /* Collector-private from here on. */
-    uint64_t child_ns[PROF_MAX_DEPTH_ + 2];  /* time of ended children, per depth */
+    /* Zones ended at each depth since their parent last ended: their total
+     * time and the span [first start, last end] in ticks. */
+    uint64_t child_ns[PROF_MAX_DEPTH_ + 2];
+    uint64_t child_first[PROF_MAX_DEPTH_ + 2];
+    uint64_t child_last[PROF_MAX_DEPTH_ + 2];
     uint64_t dropped_seen;
     uint64_t reentered_seen;
     const char *traced_name;     /* the name last written to the trace */
@@ -27,6 +31,10 @@ extern struct prof_thread *prof_threads;
 
 /* Number of threads that ever attached, and that are attached now. */
 extern uint64_t prof_threads_seen;
+
+/* Name the calling thread (an interned string); a thread that has not
+ * attached yet gets the name when it does. */
+int prof_thread_set_name(const char *interned);
 
 /* Free a thread's state (the collector, after its last drain). */
 void prof_thread_free(struct prof_thread *t);

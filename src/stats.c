@@ -288,6 +288,7 @@ static void build_tree(void)
             continue;
         s->parent = s->fixed_parent;
         s->parent_weight = 0;
+        s->root_weight = 0;
         s->first_child = s->next_sibling = NULL;
         s->in_rows = 0;
         if (!(s->flags & PROF_STAGE_GPU))
@@ -304,7 +305,11 @@ static void build_tree(void)
             s->outer_run += n->run_total;
             s->outer_win += n->win_total;
         }
-        p = n->parent == PROF_PATH_ROOT_ ? NULL : prof_map_get(&nodes, n->parent);
+        if (n->parent == PROF_PATH_ROOT_) {
+            s->root_weight += n->run_total;
+            continue;
+        }
+        p = prof_map_get(&nodes, n->parent);
         if (p == NULL || p->stage == s || s->fixed_parent != NULL)
             continue;
         /* +1: a running parent (no time yet) still wins over no parent. */
@@ -312,6 +317,14 @@ static void build_tree(void)
             s->parent_weight = n->run_total + 1;
             s->parent = p->stage;
         }
+    }
+    /* A stage that spends more time at the top level than in its heaviest
+     * placement is a top-level row. */
+    for (size_t i = 0; i < by_name.cap; i++) {
+        struct prof_stage *s = by_name.values[i];
+        if (by_name.keys[i] != 0 && s->fixed_parent == NULL && s->parent != NULL &&
+            s->root_weight >= s->parent_weight)
+            s->parent = NULL;
     }
     /* A stage can be the heaviest parent of its own heaviest parent (A in B
      * here, B in A there): break such cycles by making the stage a root. */

@@ -26,7 +26,8 @@ struct prof_stage {
     char *json_name;             /* name escaped for JSON, made on first use */
     /* Scratch for building the summary tree. */
     struct prof_stage *parent;
-    uint64_t parent_weight;
+    uint64_t parent_weight;      /* time of the heaviest node under parent */
+    uint64_t root_weight;        /* time spent at the top level */
     uint64_t outer_run, outer_win;
     struct prof_stage *first_child, *next_sibling;
     int in_rows;

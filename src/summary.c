@@ -55,7 +55,9 @@ static size_t display_name(char *out, size_t size, const char *name, size_t max_
         }
         if (seq == 1 && *s >= 0x20 && *s != 0x7f) {
             out[n++] = (char)*s++;
-        } else if (seq > 1) {
+        } else if (seq > 1 && !(seq == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+            /* U+0080..U+009F (C1 controls, e.g. U+009B, CSI) are escaped
+             * byte by byte below, like C0 controls. */
             memcpy(out + n, s, seq);
             n += seq;
             s += seq;

@@ -84,8 +84,10 @@ static void write_all(const char *p, size_t n)
 
 void prof_trace_flush(void)
 {
-    if (fd < 0 || buf.len == 0)
+    if (fd < 0)
         return;
+    /* Checked before the length: a buffer whose first allocation failed
+     * is empty and failed. */
     if (buf.failed) {
         prof_log("trace %s: out of memory; tracing is off from here", path);
         state = CAPPED;
@@ -93,6 +95,8 @@ void prof_trace_flush(void)
         buf.len = 0;
         return;
     }
+    if (buf.len == 0)
+        return;
     write_all(buf.data, buf.len);
     buf.len = 0;
 }
@@ -202,7 +206,7 @@ static int room(void)
         prof_buf_printf(&buf, "\"name\":\"prof: trace size limit reached (%llu MB); later "
                         "events not recorded\",\"cat\":\"prof\",", (unsigned long long)mb);
         common("i", (uint32_t)prof_process_get()->pid);
-        prof_buf_puts(&buf, ",\"s\":\"g\",\"ts\":");
+        prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
         prof_buf_us(&buf, prof_clock_now_ns());
         prof_buf_puts(&buf, "}");
         prof_log("trace %s: size limit of %llu MB reached; later events are not recorded "
@@ -335,10 +339,14 @@ void prof_trace_close(void)
 {
     if (fd < 0)
         return;
-    if (nevents == 0)
-        prof_buf_puts(&buf, "[");
-    prof_buf_puts(&buf, "\n]\n");
     prof_trace_flush();
+    /* Written directly, not through the buffer, so that the file is closed
+     * even when memory is short; "[" first when not even the header got
+     * out. */
+    if (fd >= 0) {
+        const char *end = written == 0 ? "[\n]\n" : "\n]\n";
+        write_all(end, strlen(end));
+    }
     if (fd >= 0 && close(fd) != 0)
         prof_log("trace %s: close failed (%s)", path, strerror(errno));
     fd = -1;
