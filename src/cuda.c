@@ -14,7 +14,7 @@
  *          cache, cuEventRecord(start, s)      append the pair to its
  *   end:   cuEventRecord(end, s), push one      context's pending list
  *          PROF_RECORD_CUDA_ record whose    prof_cuda_poll():
- *          parent is the pair                  cuEventQuery(end); when done,
+ *          start is the pair                   cuEventQuery(end); when done,
  *                                              cuEventElapsedTime, place on
  *                                              the CPU clock, sink(), give
  *                                              the pair back to the pool
@@ -159,7 +159,10 @@ struct cuda_pair {
     CUstream stream;            /* set by the application thread at end */
     const char *name;           /* collector */
     unsigned wait_gen;          /* collector: placed only once ref_gen reaches it */
+    int dbg;                    /* DEBUG 0 free 1 inuse 2 pending */
 };
+#include <stdio.h>
+#define DBG_CHECK(c) do { if (!(c)) { fprintf(stderr, "DBG %s:%d %s\n", __FILE__, __LINE__, #c); abort(); } } while (0)
 
 struct cuda_pool {
     CUcontext ctx;              /* immutable */
@@ -195,6 +198,8 @@ struct cuda_slot {
 
 struct cuda_tls {
     struct cuda_slot slot[CUDA_CACHE_SLOTS];
+    CUstream memo_stream;       /* the last stream a zone used... */
+    CUcontext memo_ctx;         /* ...and its context */
 };
 
 static struct cuda_api api;
@@ -285,7 +290,8 @@ static void *sym(void *h, const char *name, const char *alt)
 static int cuda_load_locked(void)
 {
     const struct prof_config *cfg = prof_config_get();
-    const char *lib = cfg->cuda_lib != NULL ? cfg->cuda_lib : "libcuda.so.1";
+    const char *lib = cfg->cuda_lib != NULL && cfg->cuda_lib[0] != '\0' ? cfg->cuda_lib
+                                                                         : "libcuda.so.1";
     const char *missing = NULL;
     struct cuda_api a;
     void *h;
@@ -555,15 +561,108 @@ static struct cuda_slot *slot_for(CUcontext ctx)
 /* ------------------------------------------------------------------------ */
 /* Application thread                                                        */
 
+/* The context whose events can be recorded on stream: the stream's own
+ * (cuStreamGetCtx, remembered for the last stream this thread used), or
+ * the current one for the legacy and per-thread default streams. NULL when
+ * there is none. *memo says the answer came from memory: a destroyed
+ * stream's handle may since name a stream of another context, so a record
+ * that fails after a remembered answer is retried with a fresh one. */
+static CUcontext stream_context(CUstream stream, int use_memo, int *memo)
+{
+    struct cuda_tls *c = tls;
+    CUcontext ctx = NULL;
+
+    *memo = 0;
+    if ((uintptr_t)stream <= CU_STREAM_SPECIAL_MAX || api.stream_get_ctx == NULL)
+        return api.ctx_get_current(&ctx) == CU_SUCCESS ? ctx : NULL;
+    if (use_memo && c != NULL && c->memo_stream == stream && c->memo_ctx != NULL) {
+        *memo = 1;
+        return c->memo_ctx;
+    }
+    if (api.stream_get_ctx(stream, &ctx) != CU_SUCCESS)
+        ctx = NULL;
+    if (c != NULL) {
+        c->memo_stream = ctx != NULL ? stream : NULL;
+        c->memo_ctx = ctx;
+    }
+    return ctx;
+}
+
+/* Take a pair for ctx from this thread's cache. */
+static struct cuda_pair *pair_take(struct prof_thread_ *t, CUcontext ctx)
+{
+    struct cuda_slot *s;
+    struct cuda_pair *p = NULL;
+
+    /* The cache is this thread's, but a signal handler running a zone could
+     * interrupt us here: the busy flag keeps it out, as in prof.h. */
+    t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    s = slot_for(ctx);
+    if (s != NULL) {
+        if (s->n == 0)
+            slot_refill(s);
+        if (s->n > 0) {
+            p = s->free;
+            s->free = p->next;
+            p->next = NULL;
+            s->n--;
+            DBG_CHECK(__atomic_exchange_n(&p->dbg, 1, __ATOMIC_SEQ_CST) == 0);
+        }
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = 0;
+    return p;
+}
+
+/* Put an unused pair back into this thread's cache (or its pool when the
+ * slot was evicted meanwhile). The caller holds t->busy. */
+static void pair_put_back(struct cuda_pair *p)
+{
+    struct cuda_slot *s = NULL;
+    int i;
+
+    DBG_CHECK(__atomic_exchange_n(&p->dbg, 0, __ATOMIC_SEQ_CST) == 1);
+    for (i = 0; tls != NULL && i < CUDA_CACHE_SLOTS; i++)
+        if (tls->slot[i].pool == p->pool)
+            s = &tls->slot[i];
+    if (s != NULL) {
+        p->next = s->free;
+        s->free = p;
+        s->n++;
+    } else {
+        struct cuda_slot tmp = {NULL, p->pool, p, 1};
+
+        p->next = NULL;
+        slot_release(&tmp);
+    }
+}
+
+/* A record on the application's stream failed: this zone's GPU side is
+ * lost, and the pair is not trusted again. */
+static void record_failed(struct cuda_pair *p, CUresult rc)
+{
+    CUcontext popped;
+
+    count_lost(1);
+    prof_log_once(&note_record, "cuEventRecord failed (%s) on device %d: the GPU side of "
+                  "such zones is skipped", cu_error_name(rc), p->pool->device);
+    if (api.ctx_push(p->pool->ctx) == CU_SUCCESS) {
+        pool_forget(p->pool, p, 1, 1);
+        api.ctx_pop(&popped);
+    } else {
+        pool_forget(p->pool, p, 1, 0);
+    }
+}
+
 PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
 {
     prof_cuda_zone z;
     struct prof_thread_ *t;
-    struct cuda_slot *s;
-    struct cuda_pair *p = NULL;
-    CUcontext ctx = NULL;
+    struct cuda_pair *p;
+    CUcontext ctx;
     CUresult rc;
-    int st;
+    int st, memo, attempt;
 
     z.cpu = prof_zone_begin(name);
     z.stream = stream;
@@ -581,69 +680,47 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
         if (st != CUDA_READY)
             return z;
     }
-
-    /* The context the events must belong to: the stream's, else the
-     * current one (the legacy and per-thread default streams). */
-    if ((uintptr_t)stream > CU_STREAM_SPECIAL_MAX && api.stream_get_ctx != NULL) {
-        if (api.stream_get_ctx((CUstream)stream, &ctx) != CU_SUCCESS)
-            ctx = NULL;
-    } else if (api.ctx_get_current(&ctx) != CU_SUCCESS) {
-        ctx = NULL;
-    }
-    if (PROF_UNLIKELY_(ctx == NULL)) {
-        count_lost(1);
-        prof_log_once(&note_noctx, "a CUDA zone ran with no CUDA context current (or an invalid "
-                      "stream): its GPU side is skipped");
+    t = prof_thread_self_;
+    if (PROF_UNLIKELY_(t == NULL || t->busy))
         return z;
-    }
-    if (api.stream_is_capturing != NULL) {
-        int capturing = 0;
 
-        /* Events recorded into a graph capture are not timed launches, and
-         * querying them from another thread may invalidate the capture. */
-        if (api.stream_is_capturing((CUstream)stream, &capturing) == CU_SUCCESS && capturing != 0) {
-            prof_log_once(&note_capture, "CUDA zones on a stream being captured into a CUDA graph "
-                          "time the CPU side only");
+    for (attempt = 0;; attempt++) {
+        ctx = stream_context((CUstream)stream, attempt == 0, &memo);
+        if (PROF_UNLIKELY_(ctx == NULL)) {
+            count_lost(1);
+            prof_log_once(&note_noctx, "a CUDA zone ran with no CUDA context current (or an "
+                          "invalid stream): its GPU side is skipped");
             return z;
         }
-    }
+        if (attempt == 0 && api.stream_is_capturing != NULL) {
+            int capturing = 0;
 
-    /* The cache is this thread's, but a signal handler running a zone could
-     * interrupt us here: the busy flag keeps it out, as in prof.h. */
-    t = prof_thread_self_;
-    if (t == NULL || t->busy)
-        return z;
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    s = slot_for(ctx);
-    if (s != NULL) {
-        if (s->n == 0)
-            slot_refill(s);
-        if (s->n > 0) {
-            p = s->free;
-            s->free = p->next;
-            s->n--;
+            /* Events recorded into a graph capture are not timed launches,
+             * and querying them from another thread may invalidate the
+             * capture. */
+            if (api.stream_is_capturing((CUstream)stream, &capturing) == CU_SUCCESS &&
+                capturing != 0) {
+                prof_log_once(&note_capture, "CUDA zones on a stream being captured into a "
+                              "CUDA graph time the CPU side only");
+                return z;
+            }
         }
-    }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
-    if (p == NULL)
-        return z;
-
-    rc = api.event_record(p->start, (CUstream)stream);
-    if (PROF_UNLIKELY_(rc != CU_SUCCESS)) {
-        CUcontext popped;
-
-        count_lost(1);
-        prof_log_once(&note_record, "cuEventRecord failed (%s) on device %d: the GPU side of "
-                      "such zones is skipped", cu_error_name(rc), p->pool->device);
-        if (api.ctx_push(p->pool->ctx) == CU_SUCCESS) {
-            pool_forget(p->pool, p, 1, 1);
-            api.ctx_pop(&popped);
-        } else {
-            pool_forget(p->pool, p, 1, 0);
+        if ((p = pair_take(t, ctx)) == NULL)
+            return z;
+        rc = api.event_record(p->start, (CUstream)stream);
+        if (PROF_LIKELY_(rc == CU_SUCCESS))
+            break;
+        if (!memo) {
+            record_failed(p, rc);
+            return z;
         }
-        return z;
+        /* The remembered context was stale: try again with a fresh one. */
+        tls->memo_stream = NULL;
+        t->busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        pair_put_back(p);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->busy = 0;
     }
     z.events = p;
     return z;
@@ -660,17 +737,7 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
         rc = api.event_record(p->end, (CUstream)z->stream);
         t = prof_thread_self_;
         if (PROF_UNLIKELY_(rc != CU_SUCCESS)) {
-            CUcontext popped;
-
-            count_lost(1);
-            prof_log_once(&note_record, "cuEventRecord failed (%s) on device %d: the GPU side of "
-                          "such zones is skipped", cu_error_name(rc), p->pool->device);
-            if (api.ctx_push(p->pool->ctx) == CU_SUCCESS) {
-                pool_forget(p->pool, p, 1, 1);
-                api.ctx_pop(&popped);
-            } else {
-                pool_forget(p->pool, p, 1, 0);
-            }
+            record_failed(p, rc);
         } else if (PROF_LIKELY_(t != NULL && !t->busy)) {
             uint64_t head;
 
@@ -679,32 +746,12 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
             head = t->head;
             /* The record's release-publication of head also publishes
-             * p->stream to the collector. */
-            prof_ring_push_(t, z->cpu.start, prof_ticks_(), z->cpu.name,
-                            (uint64_t)(uintptr_t)p, z->cpu.depth, PROF_RECORD_CUDA_);
-            if (PROF_UNLIKELY_(t->head == head)) {
-                /* Ring full: dropped and counted by the push; the pair goes
-                 * back to the cache it came from (the slot is still there:
-                 * only this thread evicts it, and not between begin and
-                 * end of a zone unless another context came in between;
-                 * then it goes to the pool). */
-                struct cuda_slot *s = NULL;
-                int i;
-
-                for (i = 0; tls != NULL && i < CUDA_CACHE_SLOTS; i++)
-                    if (tls->slot[i].pool == p->pool)
-                        s = &tls->slot[i];
-                if (s != NULL) {
-                    p->next = s->free;
-                    s->free = p;
-                    s->n++;
-                } else {
-                    struct cuda_slot tmp = {NULL, p->pool, p, 1};
-
-                    p->next = NULL;
-                    slot_release(&tmp);
-                }
-            }
+             * p->stream to the collector. end is unused: the CPU side is
+             * the zone's own record, pushed by prof_zone_end below. */
+            prof_ring_push_(t, (uint64_t)(uintptr_t)p, 0, z->cpu.name, z->cpu.parent,
+                            z->cpu.depth, PROF_RECORD_CUDA_);
+            if (PROF_UNLIKELY_(t->head == head))
+                pair_put_back(p);   /* ring full: dropped and counted by the push */
             __atomic_signal_fence(__ATOMIC_SEQ_CST);
             t->busy = 0;
         } else {
@@ -721,12 +768,13 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
 
 void prof_cuda_submit(const prof_record_ *r)
 {
-    struct cuda_pair *p = (struct cuda_pair *)(uintptr_t)r->parent;
+    struct cuda_pair *p = (struct cuda_pair *)(uintptr_t)r->start;
     struct cuda_pool *pool;
 
     if (p == NULL)
         return;
     pool = p->pool;
+    DBG_CHECK(__atomic_exchange_n(&p->dbg, 2, __ATOMIC_SEQ_CST) == 1);
     p->name = r->name;
     p->wait_gen = 0;
     p->next = NULL;
@@ -864,8 +912,23 @@ static int ref_update(struct cuda_pool *pool, uint64_t now, CUresult *err, const
     return 0;
 }
 
+static void list_check(struct cuda_pool *pool)
+{
+    struct cuda_pair **l = &pool->pend_head;
+    size_t n = 0;
+
+    while (*l != NULL) {
+        DBG_CHECK((*l)->dbg == 2);
+        l = &(*l)->next;
+        n++;
+    }
+    DBG_CHECK(n == pool->npend);
+    DBG_CHECK(l == pool->pend_tail);
+}
+
 static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uint64_t now)
 {
+    list_check(pool);
     CUstream blocked[CUDA_BLOCKED_STREAMS];
     unsigned nblocked = 0, i, ndone = 0;
     struct cuda_pair **link, *p;
@@ -957,6 +1020,7 @@ static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uin
             p->next = pool->done;
             pool->done = p;
             ndone++;
+            DBG_CHECK(__atomic_exchange_n(&p->dbg, 0, __ATOMIC_SEQ_CST) == 2);
             sink(ctx, p->name, pool->device, (uint64_t)(uintptr_t)p->stream,
                  (uint64_t)start_ns, (uint64_t)end_ns);
         } else {
@@ -970,6 +1034,7 @@ static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uin
     while (*pool->pend_tail != NULL)
         pool->pend_tail = &(*pool->pend_tail)->next;
     api.ctx_pop(&popped);
+    list_check(pool);
 
     if (pool->done != NULL) {
         /* Give the pairs back, one lock for the whole poll. Their events

@@ -2,7 +2,7 @@
  *
  * Application thread: prof_cuda_zone_begin/_end (prof.h) record a pooled
  * start/end event pair on the stream and push one PROF_RECORD_CUDA_ record
- * (parent = the pair) into the thread's ring. Collector thread: hands each
+ * (start = the pair) into the thread's ring. Collector thread: hands each
  * such record to prof_cuda_submit(), then calls prof_cuda_poll() on every
  * wake, which delivers the zones whose end event completed to a sink. */
 #ifndef PROF_CUDA_H
