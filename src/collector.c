@@ -31,6 +31,8 @@
 int prof_pending_signal;
 
 static pthread_t collector_id;
+
+static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns);
 static int summary_fd = -1;
 static int summary_failed;
 static int summary_pid;          /* the process that opened summary_fd */
@@ -118,6 +120,15 @@ static void take_record(struct prof_thread *t, const prof_record_ *r)
             prof_trace_instant(t, r->name, "mark", prof_clock_to_ns(r->start), -1);
         break;
     case PROF_RECORD_STEP_:
+        /* A step summary is cut exactly at the step on the thread that
+         * counts steps: its zones before the step are in the window, the
+         * ones after are not. (Other threads are cut where the drain
+         * happens to be.) */
+        if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
+            r->end > prof_rt.summary_step_done) {
+            prof_rt.summary_step_done = r->end;
+            summary_queue_locked(PROF_KIND_PERIODIC, r->end, prof_clock_to_ns(r->start));
+        }
         if (traced(r->start)) {
             char name[40];
             snprintf(name, sizeof name, "step %llu", (unsigned long long)r->end);
@@ -178,6 +189,7 @@ static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, u
 void prof_collect_locked(void)
 {
     struct prof_thread **link = &prof_threads;
+    uint64_t lost;
 
     prof_clock_calibrate();
     while (*link != NULL) {
@@ -194,6 +206,13 @@ void prof_collect_locked(void)
         }
     }
     prof_cuda_poll(gpu_sink, NULL);
+    lost = prof_cuda_lost();
+    if (lost != prof_rt.cuda_lost_seen) {
+        /* GPU sides that could not be timed count as dropped records. */
+        prof_rt.dropped += lost - prof_rt.cuda_lost_seen;
+        prof_rt.dropped_window += lost - prof_rt.cuda_lost_seen;
+        prof_rt.cuda_lost_seen = lost;
+    }
     if (prof_trace_active())
         prof_trace_dropped(prof_clock_now_ns(), prof_rt.dropped);
     prof_trace_flush();
@@ -280,56 +299,110 @@ static int summary_target(void)
 extern prof_summary_fn prof_summary_handler;
 extern void *prof_summary_handler_user;
 
-void prof_summary_emit_locked(enum prof_summary_kind kind)
-{
-    const struct prof_config *cfg = prof_config_get();
-    prof_summary_fn fn = prof_summary_handler;
-    void *user = prof_summary_handler_user;
-    struct prof_buf b = {0};
-    int fd, err;
+/* Summaries wait here between being formatted (lock held, possibly in
+ * the middle of a drain) and being written (lock released). */
+struct pending_summary {
+    struct prof_buf text;
+    int kind;
+    struct pending_summary *next;
+};
 
-    prof_summary_format(&b, cfg->format, kind);
+static struct pending_summary *pending, **pending_end = &pending;
+
+/* Format a summary as of step `step`. The next window starts at cut_ns
+ * (the step's own time when a step record cut it). The wall time shown runs
+ * to now, not to the cut: other threads' zones are in up to where the drain
+ * is, so the wall time must cover them too (shares never pass 100% for a
+ * stage on one thread). */
+static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns)
+{
+    struct pending_summary *p = calloc(1, sizeof *p);
+    uint64_t now = prof_clock_now_ns();
+    static int oom_logged;
+
+    if (p != NULL)
+        prof_summary_format(&p->text, prof_config_get()->format, kind, step, now);
     if (kind == PROF_KIND_PERIODIC) {
         prof_stats_window_reset();
-        prof_rt.window_start_ns = prof_clock_now_ns();
-        prof_rt.window_start_step = __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
+        prof_rt.window_start_ns = cut_ns < now ? cut_ns : now;
+        prof_rt.window_start_step = step;
         prof_rt.dropped_window = 0;
     }
-    if (b.failed) {
-        static int oom_logged;
+    if (p == NULL || p->text.failed) {
         prof_log_once(&oom_logged, "out of memory formatting a summary; summaries are skipped "
                       "while memory is short");
-        prof_buf_free(&b);
+        if (p != NULL)
+            prof_buf_free(&p->text);
+        free(p);
         return;
     }
-    /* The lock is released while the text goes out: a slow pipe or a
-     * handler must not stall the threads that wait for a flush. */
-    pthread_mutex_unlock(&prof_rt.lock);
+    p->kind = kind == PROF_KIND_PERIODIC ? PROF_SUMMARY_PERIODIC : PROF_SUMMARY_FINAL;
+    *pending_end = p;
+    pending_end = &p->next;
+}
+
+static void summary_write(const struct pending_summary *p, prof_summary_fn fn, void *user)
+{
+    int fd, err;
+
     if (fn != NULL) {
-        fn(user, b.data, kind == PROF_KIND_PERIODIC ? PROF_SUMMARY_PERIODIC : PROF_SUMMARY_FINAL);
-    } else {
-        fd = summary_target();
-        if (fd < 0 && summary_failed)
-            fd = STDERR_FILENO;
-        if (fd >= 0 && (err = write_summary(fd, b.data, b.len)) != 0) {
-            static int logged;
-            prof_log_once(&logged, "writing the summary failed (%s); later summaries may be lost",
-                          strerror(-err));
-        }
+        fn(user, p->text.data, p->kind);
+        return;
     }
-    pthread_mutex_lock(&prof_rt.lock);
-    prof_buf_free(&b);
+    fd = summary_target();
+    if (fd < 0 && summary_failed)
+        fd = STDERR_FILENO;
+    if (fd >= 0 && (err = write_summary(fd, p->text.data, p->text.len)) != 0) {
+        static int logged;
+        prof_log_once(&logged, "writing the summary failed (%s); later summaries may be lost",
+                      strerror(-err));
+    }
+}
+
+/* Write the queued summaries in order. The lock is released while each
+ * goes out: a slow pipe or a handler must not stall the threads that wait
+ * for a flush. */
+static void summary_write_pending_locked(void)
+{
+    while (pending != NULL) {
+        struct pending_summary *p = pending;
+        prof_summary_fn fn = prof_summary_handler;
+        void *user = prof_summary_handler_user;
+
+        pending = p->next;
+        if (pending == NULL)
+            pending_end = &pending;
+        pthread_mutex_unlock(&prof_rt.lock);
+        summary_write(p, fn, user);
+        pthread_mutex_lock(&prof_rt.lock);
+        prof_buf_free(&p->text);
+        free(p);
+    }
+}
+
+void prof_summary_emit_locked(enum prof_summary_kind kind)
+{
+    summary_queue_locked(kind, __atomic_load_n(&prof_steps, __ATOMIC_RELAXED),
+                         prof_clock_now_ns());
+    summary_write_pending_locked();
+}
+
+void prof_collector_atfork_child(void)
+{
+    /* The parent's queued summaries are the parent's to print. */
+    pending = NULL;
+    pending_end = &pending;
 }
 
 void prof_final_report_locked(void)
 {
-    size_t pending;
+    size_t incomplete;
 
     prof_collect_locked();
-    pending = prof_cuda_finish(gpu_sink, NULL, 2000);
-    if (pending)
+    incomplete = prof_cuda_finish(gpu_sink, NULL, 2000);
+    if (incomplete)
         prof_log("%zu GPU zones had not completed 2 s after shutdown began; they are not counted",
-                 pending);
+                 incomplete);
     /* A forked child that recorded nothing stays silent. */
     if (!prof_rt.forked_from || prof_stats_nstages() > 0)
         prof_summary_emit_locked(PROF_KIND_FINAL);
@@ -345,6 +418,8 @@ void prof_periodic_locked(uint64_t now)
     const struct prof_config *cfg = prof_config_get();
     uint64_t due = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
 
+    summary_write_pending_locked();
+    /* A step whose record was dropped (full ring) still gets its summary. */
     if (cfg->every_steps && due > prof_rt.summary_step_done) {
         prof_rt.summary_step_done = due;
         prof_summary_emit_locked(PROF_KIND_PERIODIC);

@@ -32,6 +32,9 @@ void prof_periodic_locked(uint64_t now);
  * summary, the trace's closing ']'. Lock held. */
 void prof_final_report_locked(void);
 
+/* In a forked child: forget summaries the parent had queued. */
+void prof_collector_atfork_child(void);
+
 /* A signal asked for the run to end (SIGINT/SIGTERM, see lib.c). */
 extern int prof_pending_signal;
 

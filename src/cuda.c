@@ -65,14 +65,18 @@
  * whatever it says, so a real jump cannot wedge us on an old reference.
  * docs/CUDA.md states the resulting accuracy.
  *
- * Threads: the application side touches only its own cache, the pool under
- * the pool's lock, and the registry under reg_lock (first zone per context
- * and thread). Everything below "collector" runs on one thread at a time:
- * the collector, or the thread finishing at shutdown after the collector
- * stopped. */
+ * Threads: the application side touches its own cache, a pool's free list
+ * under the pool's lock (one refill per CUDA_CACHE_BATCH zones), the
+ * registry of pools under reg_lock (a thread's first zone in a context) and
+ * load_lock (the first zones of the process). Everything under "Collector"
+ * below runs with the runtime's lock held, so on one thread at a time: the
+ * collector thread, a thread flushing (prof_flush, prof_stats), or the one
+ * shutting down. Pairs change hands through the ring (the record's
+ * release/acquire publishes the pair's fields) and the pool's lock. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -129,6 +133,7 @@ struct cuda_api {
 #define CUDA_POOL_MAX 4096u            /* event pairs per context */
 #define CUDA_CACHE_BATCH 8u            /* pairs a thread takes from the pool at once */
 #define CUDA_CACHE_SLOTS 4             /* contexts a thread caches pairs for */
+#define CUDA_MEMO 4                    /* streams a thread remembers the context of */
 #define CUDA_MAX_POOLS 64              /* contexts in a process */
 #define CUDA_REF_PERIOD_NS 1000000000ull      /* re-take the reference every 1 s */
 #define CUDA_REF_MAX_AGE_NS 10000000000ull    /* accept any probe after 10 s */
@@ -159,10 +164,7 @@ struct cuda_pair {
     CUstream stream;            /* set by the application thread at end */
     const char *name;           /* collector */
     unsigned wait_gen;          /* collector: placed only once ref_gen reaches it */
-    int dbg;                    /* DEBUG 0 free 1 inuse 2 pending */
 };
-#include <stdio.h>
-#define DBG_CHECK(c) do { if (!(c)) { fprintf(stderr, "DBG %s:%d %s\n", __FILE__, __LINE__, #c); abort(); } } while (0)
 
 struct cuda_pool {
     CUcontext ctx;              /* immutable */
@@ -198,8 +200,9 @@ struct cuda_slot {
 
 struct cuda_tls {
     struct cuda_slot slot[CUDA_CACHE_SLOTS];
-    CUstream memo_stream;       /* the last stream a zone used... */
-    CUcontext memo_ctx;         /* ...and its context */
+    CUstream memo_stream[CUDA_MEMO];    /* the last streams zones used... */
+    CUcontext memo_ctx[CUDA_MEMO];      /* ...and their contexts */
+    unsigned memo_next;                 /* the entry to replace next */
 };
 
 static struct cuda_api api;
@@ -222,16 +225,18 @@ static int note_unavailable, note_forked, note_noctx, note_capture, note_exhaust
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
 
-static const char *cu_error_name(CUresult rc)
+/* The name of a driver error, e.g. "CUDA_ERROR_INVALID_HANDLE"; buf (32
+ * bytes) holds "CUDA error N" when the driver has no name for it. */
+static const char *cu_error_name_in(CUresult rc, char *buf)
 {
-    static __thread char buf[32];
     const char *name = NULL;
 
     if (api.get_error_name != NULL && api.get_error_name(rc, &name) == CU_SUCCESS && name != NULL)
         return name;
-    snprintf(buf, sizeof buf, "CUDA error %d", rc);
+    snprintf(buf, 32, "CUDA error %d", rc);
     return buf;
 }
+#define cu_error_name(rc) cu_error_name_in((rc), (char[32]){0})
 
 static void count_lost(uint64_t n)
 {
@@ -357,14 +362,22 @@ static int cuda_load_locked(void)
     return CUDA_READY;
 }
 
-/* Called by an application thread while the state is not READY. Never
- * blocks: while another thread is loading, this zone is CPU only. */
-static int cuda_load(void)
+/* Called by an application thread while the state is not READY. Threads
+ * that come while another one loads wait for it (once per process: the
+ * application already initialized CUDA, so this is a dlopen of a loaded
+ * library and a cuInit that returns at once); otherwise their zones would
+ * silently lose the GPU side. The thread's busy flag is held meanwhile, so
+ * a signal handler that interrupts the loading thread gets a CPU-only zone
+ * instead of a deadlock. */
+static int cuda_load(struct prof_thread_ *t)
 {
     int s;
 
-    if (pthread_mutex_trylock(&load_lock) != 0)
+    if (t->busy)
         return CUDA_LOADING;
+    t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&load_lock);
     s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s == CUDA_UNTRIED) {
         __atomic_store_n(&state, CUDA_LOADING, __ATOMIC_RELAXED);
@@ -373,6 +386,8 @@ static int cuda_load(void)
         __atomic_store_n(&state, s, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&load_lock);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = 0;
     return s;
 }
 
@@ -562,28 +577,37 @@ static struct cuda_slot *slot_for(CUcontext ctx)
 /* Application thread                                                        */
 
 /* The context whose events can be recorded on stream: the stream's own
- * (cuStreamGetCtx, remembered for the last stream this thread used), or
- * the current one for the legacy and per-thread default streams. NULL when
- * there is none. *memo says the answer came from memory: a destroyed
- * stream's handle may since name a stream of another context, so a record
- * that fails after a remembered answer is retried with a fresh one. */
+ * (cuStreamGetCtx, remembered for the last CUDA_MEMO streams this thread
+ * used), or the current one for the legacy and per-thread default streams.
+ * NULL when there is none. *memo is the remembered entry the answer came
+ * from, or -1: a destroyed stream's handle may since name a stream of
+ * another context, so a record that fails after a remembered answer is
+ * retried with a fresh one. */
 static CUcontext stream_context(CUstream stream, int use_memo, int *memo)
 {
     struct cuda_tls *c = tls;
     CUcontext ctx = NULL;
+    int i;
 
-    *memo = 0;
+    *memo = -1;
     if ((uintptr_t)stream <= CU_STREAM_SPECIAL_MAX || api.stream_get_ctx == NULL)
         return api.ctx_get_current(&ctx) == CU_SUCCESS ? ctx : NULL;
-    if (use_memo && c != NULL && c->memo_stream == stream && c->memo_ctx != NULL) {
-        *memo = 1;
-        return c->memo_ctx;
+    for (i = 0; use_memo && c != NULL && i < CUDA_MEMO; i++) {
+        if (c->memo_stream[i] == stream) {
+            *memo = i;
+            return c->memo_ctx[i];
+        }
     }
     if (api.stream_get_ctx(stream, &ctx) != CU_SUCCESS)
         ctx = NULL;
-    if (c != NULL) {
-        c->memo_stream = ctx != NULL ? stream : NULL;
-        c->memo_ctx = ctx;
+    if (c != NULL && ctx != NULL) {
+        for (i = 0; i < CUDA_MEMO && c->memo_stream[i] != stream; i++)
+            ;
+        if (i == CUDA_MEMO) {
+            i = (int)(c->memo_next++ % CUDA_MEMO);
+            c->memo_stream[i] = stream;
+        }
+        c->memo_ctx[i] = ctx;
     }
     return ctx;
 }
@@ -607,7 +631,6 @@ static struct cuda_pair *pair_take(struct prof_thread_ *t, CUcontext ctx)
             s->free = p->next;
             p->next = NULL;
             s->n--;
-            DBG_CHECK(__atomic_exchange_n(&p->dbg, 1, __ATOMIC_SEQ_CST) == 0);
         }
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -622,7 +645,6 @@ static void pair_put_back(struct cuda_pair *p)
     struct cuda_slot *s = NULL;
     int i;
 
-    DBG_CHECK(__atomic_exchange_n(&p->dbg, 0, __ATOMIC_SEQ_CST) == 1);
     for (i = 0; tls != NULL && i < CUDA_CACHE_SLOTS; i++)
         if (tls->slot[i].pool == p->pool)
             s = &tls->slot[i];
@@ -669,20 +691,21 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
     z.events = NULL;
     if (z.cpu.start == 0)
         return z;
+    /* A zone begun inside prof (a signal handler) keeps out of the cache. */
+    t = prof_thread_self_;
+    if (PROF_UNLIKELY_(t == NULL || t->busy))
+        return z;
     /* Acquire: pairs with the release in cuda_load. */
     st = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (PROF_UNLIKELY_(st != CUDA_READY)) {
-        if (st == CUDA_UNTRIED)
-            st = cuda_load();
+        if (st == CUDA_UNTRIED || st == CUDA_LOADING)
+            st = cuda_load(t);
         else if (st == CUDA_FORKED)
             prof_log_once(&note_forked, "CUDA zones in a child forked from a process that used "
                           "CUDA time the CPU side only");
         if (st != CUDA_READY)
             return z;
     }
-    t = prof_thread_self_;
-    if (PROF_UNLIKELY_(t == NULL || t->busy))
-        return z;
 
     for (attempt = 0;; attempt++) {
         ctx = stream_context((CUstream)stream, attempt == 0, &memo);
@@ -710,12 +733,12 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
         rc = api.event_record(p->start, (CUstream)stream);
         if (PROF_LIKELY_(rc == CU_SUCCESS))
             break;
-        if (!memo) {
+        if (memo < 0) {
             record_failed(p, rc);
             return z;
         }
         /* The remembered context was stale: try again with a fresh one. */
-        tls->memo_stream = NULL;
+        tls->memo_stream[memo] = NULL;
         t->busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         pair_put_back(p);
@@ -774,7 +797,6 @@ void prof_cuda_submit(const prof_record_ *r)
     if (p == NULL)
         return;
     pool = p->pool;
-    DBG_CHECK(__atomic_exchange_n(&p->dbg, 2, __ATOMIC_SEQ_CST) == 1);
     p->name = r->name;
     p->wait_gen = 0;
     p->next = NULL;
@@ -912,23 +934,8 @@ static int ref_update(struct cuda_pool *pool, uint64_t now, CUresult *err, const
     return 0;
 }
 
-static void list_check(struct cuda_pool *pool)
-{
-    struct cuda_pair **l = &pool->pend_head;
-    size_t n = 0;
-
-    while (*l != NULL) {
-        DBG_CHECK((*l)->dbg == 2);
-        l = &(*l)->next;
-        n++;
-    }
-    DBG_CHECK(n == pool->npend);
-    DBG_CHECK(l == pool->pend_tail);
-}
-
 static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uint64_t now)
 {
-    list_check(pool);
     CUstream blocked[CUDA_BLOCKED_STREAMS];
     unsigned nblocked = 0, i, ndone = 0;
     struct cuda_pair **link, *p;
@@ -1020,7 +1027,6 @@ static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uin
             p->next = pool->done;
             pool->done = p;
             ndone++;
-            DBG_CHECK(__atomic_exchange_n(&p->dbg, 0, __ATOMIC_SEQ_CST) == 2);
             sink(ctx, p->name, pool->device, (uint64_t)(uintptr_t)p->stream,
                  (uint64_t)start_ns, (uint64_t)end_ns);
         } else {
@@ -1034,7 +1040,6 @@ static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uin
     while (*pool->pend_tail != NULL)
         pool->pend_tail = &(*pool->pend_tail)->next;
     api.ctx_pop(&popped);
-    list_check(pool);
 
     if (pool->done != NULL) {
         /* Give the pairs back, one lock for the whole poll. Their events

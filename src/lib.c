@@ -104,6 +104,7 @@ static void atfork_child(void)
     __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELAXED);
     prof_rt.stopping = 0;
     prof_registry_atfork_child();
+    prof_collector_atfork_child();
     prof_stats_reset();
     prof_cuda_atfork_child();
     prof_trace_atfork_child();
@@ -442,7 +443,8 @@ PROF_API int prof_summary_snprint(char *buf, size_t size, int format)
         return -EINVAL;
     if ((err = lock_flushed()) != 0)
         return err;
-    prof_summary_format(&b, format, PROF_KIND_DEMAND);
+    prof_summary_format(&b, format, PROF_KIND_DEMAND,
+                        __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns());
     pthread_mutex_unlock(&prof_rt.lock);
     if (b.failed) {
         prof_buf_free(&b);
@@ -467,7 +469,8 @@ PROF_API int prof_summary_print(FILE *f)
         return -EINVAL;
     if ((err = lock_flushed()) != 0)
         return err;
-    prof_summary_format(&b, prof_config_get()->format, PROF_KIND_DEMAND);
+    prof_summary_format(&b, prof_config_get()->format, PROF_KIND_DEMAND,
+                        __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns());
     pthread_mutex_unlock(&prof_rt.lock);
     err = b.failed ? -ENOMEM : 0;
     if (!err) {

@@ -26,6 +26,7 @@ struct prof_runtime {
     uint64_t dropped;             /* records lost, all threads, whole run */
     uint64_t dropped_window;
     uint64_t lost_memory;         /* records the collector could not keep */
+    uint64_t cuda_lost_seen;      /* prof_cuda_lost() already counted in dropped */
     uint32_t forked_from;         /* parent pid in a forked child, else 0 */
 };
 

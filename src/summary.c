@@ -17,13 +17,9 @@
 struct view {
     int window;                  /* show the window's numbers */
     uint64_t wall_ns;            /* wall time of what is shown */
-    uint64_t steps;
+    uint64_t steps;              /* steps in what is shown */
+    uint64_t step;               /* the step the summary is taken at */
 };
-
-static uint64_t steps_now(void)
-{
-    return __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
-}
 
 static void fmt_dur(char *buf, size_t size, double ns)
 {
@@ -88,10 +84,10 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
     prof_buf_puts(b, ")");
     if (kind == PROF_KIND_PERIODIC)
         prof_buf_printf(b, ", step %llu: last %llu steps in %s; run %s",
-                        (unsigned long long)steps_now(), (unsigned long long)v->steps, win, run);
+                        (unsigned long long)v->step, (unsigned long long)v->steps, win, run);
     else
         prof_buf_printf(b, ", %s: %llu steps, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
-                        (unsigned long long)steps_now(), run);
+                        (unsigned long long)v->step, run);
     prof_buf_printf(b, ", %llu threads, %llu dropped, clock %s\n",
                     (unsigned long long)prof_threads_seen,
                     (unsigned long long)(v->window ? prof_rt.dropped_window : prof_rt.dropped),
@@ -241,11 +237,12 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
     prof_buf_puts(b, "]}");
 }
 
-void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind)
+void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
+                         uint64_t step, uint64_t now)
 {
-    uint64_t now = prof_clock_now_ns();
-    struct view run = {0, now - prof_rt.start_ns, steps_now()};
-    struct view win = {1, now - prof_rt.window_start_ns, steps_now() - prof_rt.window_start_step};
+    struct view run = {0, now > prof_rt.start_ns ? now - prof_rt.start_ns : 0, step, step};
+    struct view win = {1, now > prof_rt.window_start_ns ? now - prof_rt.window_start_ns : 0,
+                       step - prof_rt.window_start_step, step};
     const struct view *shown = kind == PROF_KIND_PERIODIC ? &win : &run;
     struct prof_rows rows;
 
@@ -268,7 +265,7 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
             prof_buf_puts(b, ",\"rank\":null");
         prof_buf_printf(b, ",\"unix_time\":%.3f,\"step\":%llu,\"wall_ns\":%llu,\"threads\":%llu,"
                         "\"dropped\":%llu",
-                        (double)rt.tv_sec + rt.tv_nsec / 1e9, (unsigned long long)steps_now(),
+                        (double)rt.tv_sec + rt.tv_nsec / 1e9, (unsigned long long)step,
                         (unsigned long long)run.wall_ns, (unsigned long long)prof_threads_seen,
                         (unsigned long long)prof_rt.dropped);
         if (kind == PROF_KIND_PERIODIC && prof_stats_rows(&rows, 1, 0) == 0) {

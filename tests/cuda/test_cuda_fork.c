@@ -1,0 +1,67 @@
+/* fork() after CUDA zones ran: the child (DataLoader worker style) cannot
+ * use the parent's CUDA context; its CUDA zones time the CPU side only,
+ * say so once, and nothing deadlocks. The parent carries on. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cuda_test.h"
+
+#define N 10
+
+#if defined(__SANITIZE_THREAD__)
+#  define UNDER_TSAN 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define UNDER_TSAN 1
+#  endif
+#endif
+
+int main(void)
+{
+    struct fake f;
+    CUstream s;
+    pid_t pid;
+    int status, i;
+
+#ifdef UNDER_TSAN
+    SKIP("ThreadSanitizer does not support threads in a child of a multi-threaded fork");
+#endif
+    fake_open(&f);
+    log_capture();
+    prof_enable(1);
+    CHECK(fake_context(&f, 0) != NULL);
+    s = fake_stream(&f);
+    f.set_delay_us(1000);
+    for (i = 0; i < N; i++) {
+        PROF_CUDA_ZONE("parent", s);
+        f.launch(s, 3000);
+    }
+    /* Fork with zones still pending. */
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        for (i = 0; i < N; i++) {
+            PROF_CUDA_ZONE("child", s);
+        }
+        if (stage_count("child") != N) {
+            fprintf(stderr, "child: %llu CPU zones\n", (unsigned long long)stage_count("child"));
+            _exit(1);
+        }
+        if (stage_count("child [gpu]") != 0 || log_matching("forked") != 1) {
+            log_dump();
+            _exit(1);
+        }
+        prof_shutdown();
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    for (i = 0; i < N; i++) {
+        PROF_CUDA_ZONE("parent", s);
+        f.launch(s, 3000);
+    }
+    CHECK(wait_count("parent [gpu]", 2 * N, 20000) == 2 * N);
+    LOG_EXPECT_NONE();
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* Event pairs are pooled and reused: a million CUDA zones create no more
+ * events than the zones in flight at once (+ thread caches and the
+ * reference events). And when the GPU falls so far behind that the pool is
+ * full, further zones time their CPU side only, with one message. */
+#include "cuda_test.h"
+
+#define TOTAL 1000000
+#define BATCH 1000
+
+int main(void)
+{
+    long live_first = 0, live, peak;
+    uint64_t done = 0, got;
+    struct fake f;
+    CUstream s, s2;
+    int i;
+
+    fake_open(&f);
+    log_capture();
+    prof_enable(1);
+    CHECK(fake_context(&f, 0) != NULL);
+    s = fake_stream(&f);
+
+    while (done < TOTAL) {
+        for (i = 0; i < BATCH; i++) {
+            PROF_CUDA_ZONE("pooled", s);
+            f.launch(s, 100);
+        }
+        done += BATCH;
+        got = wait_count("pooled [gpu]", done, 20000);
+        CHECKF(got == done, "%llu of %llu GPU zones delivered", (unsigned long long)got,
+               (unsigned long long)done);
+        if (done == BATCH)
+            live_first = f.live_events(NULL);
+    }
+    live = f.live_events(&peak);
+    printf("cuda pool: %d zones, %ld events alive after the first %d, %ld at the end, peak %ld\n",
+           TOTAL, live_first, BATCH, live, peak);
+    /* Two events per pair in flight, the thread's cache, two reference
+     * events: nothing proportional to the number of zones. */
+    CHECKF(peak <= 2 * (BATCH + 64) + 4, "peak %ld events", peak);
+    CHECKF(live <= live_first + 32, "events grew from %ld to %ld", live_first, live);
+    CHECK(stage_count("pooled") == TOTAL);
+    LOG_EXPECT_NONE();
+
+    /* Exhaustion: 5000 zones in flight on a new context. */
+    CHECK(fake_context(&f, 1) != NULL);
+    s2 = fake_stream(&f);
+    f.set_delay_us(300000);
+    for (i = 0; i < 5000; i++) {
+        PROF_CUDA_ZONE("flood", s2);
+        f.launch(s2, 100);
+    }
+    got = wait_count("flood [gpu]", 5000, 2000);
+    printf("cuda pool: %llu of 5000 zones in flight got events\n", (unsigned long long)got);
+    CHECK(got >= 1000 && got < 5000);
+    CHECK(stage_count("flood") == 5000);
+    if (log_total() != 1 || log_matching("event pool full") != 1) {
+        log_dump();
+        CHECKF(0, "expected one message about the full pool, got %d", log_total());
+    }
+    /* Once they completed, zones get events again. */
+    for (i = 0; i < 10; i++) {
+        PROF_CUDA_ZONE("flood", s2);
+        f.launch(s2, 100);
+    }
+    CHECK(wait_count("flood [gpu]", got + 10, 5000) == got + 10);
+    return 0;
+}

@@ -1,0 +1,169 @@
+"""Every PROF_* variable with good and bad values, through a real process
+(tests/integration/prog env). A bad value gives exactly one "prof:" line on
+stderr naming the variable and showing the value (escaped, cut when huge),
+and the program goes on with the default; an empty value is unset; PROF=0
+wins over prof_enable(1)."""
+import os
+import re
+from common import check, main, run, clean_env, load_trace
+
+EPERM, ESRCH = 1, 3
+
+
+def prog_env(enable=False, **env):
+    return run(['env'] + (['enable'] if enable else []), clean_env(**env))
+
+
+def no_messages(r, what):
+    check(r.prof_lines == [], f'{what}: unexpected messages {r.prof_lines}')
+
+
+def one_message(r, var, shown, what):
+    lines = r.prof_lines
+    check(len(lines) == 1, f'{what}: {len(lines)} messages, expected one: {lines}')
+    check(var + '=' in lines[0], f'{what}: message does not name {var}: {lines[0]}')
+    check(shown in lines[0], f'{what}: message does not show {shown!r}: {lines[0]}')
+    check(len(lines[0]) < 400, f'{what}: message of {len(lines[0])} characters')
+    check(all(0x20 <= ord(c) < 0x7f for c in lines[0]), f'{what}: raw bytes in {lines[0]!r}')
+
+
+def recording(r, what):
+    v = r.values
+    check(v.get('enabled') == '1' and v.get('flush') == '0', f'{what}: not recording: {v}')
+    check(int(v['burst']) + int(v['dropped']) == 20000, f'{what}: burst + dropped != 20000: {v}')
+
+
+def not_recording(r, what):
+    v = r.values
+    check(v.get('enabled') == '0' and v.get('flush') == str(-ESRCH), f'{what}: recording: {v}')
+    check(r.summaries == [], f'{what}: a summary was printed')
+
+
+def test(tmp):
+    # PROF
+    r = prog_env()
+    no_messages(r, 'PROF unset')
+    not_recording(r, 'PROF unset')
+    r = prog_env(enable=True)
+    check(r.values['enable'] == '0', 'prof_enable(1) with PROF unset')
+    recording(r, 'PROF unset + prof_enable(1)')
+    for v in ('1', 'on', 'true', 'yes', 'ON', 'Yes'):
+        r = prog_env(PROF=v)
+        no_messages(r, f'PROF={v}')
+        recording(r, f'PROF={v}')
+        check(int(r.values['dropped']) == 0, f'PROF={v}: drops with the default ring')
+        check(len(r.summaries) == 1, f'PROF={v}: {len(r.summaries)} summaries at exit')
+    for v in ('0', 'off', 'false', 'no', 'OFF'):
+        r = prog_env(enable=True, PROF=v)
+        no_messages(r, f'PROF={v}')
+        check(r.values['enable'] == str(-EPERM), f'PROF={v}: prof_enable(1) = {r.values}')
+        not_recording(r, f'PROF={v} + prof_enable(1)')
+    r = prog_env(PROF='')
+    no_messages(r, 'PROF=""')
+    not_recording(r, 'PROF=""')
+    huge = 'x' * 100000
+    for v, shown in (('2', '"2"'), ('maybe', '"maybe"'), ('-1', '"-1"'), (' 1', '" 1"'),
+                     ('1;rm -rf', '1;rm -rf'), ('\x1b[31mred', '\\x1b[31mred'),
+                     ('%s%n', '%s%n'), (huge, 'xxxxxxxxxx...')):
+        r = prog_env(PROF=v)
+        one_message(r, 'PROF', shown, f'PROF={v[:20]!r}')
+        not_recording(r, f'PROF={v[:20]!r}')
+        r = prog_env(enable=True, PROF=v)
+        recording(r, f'PROF={v[:20]!r} + prof_enable(1)')   # bad is not "0"
+
+    # PROF_SUMMARY_EVERY: accepted values and bad ones (that periodic
+    # summaries come at the right steps is summary_periodic.py's test).
+    for v in ('10steps', '5steps', '1h', '250ms', 'off', '0'):
+        r = prog_env(PROF=1, PROF_SUMMARY_EVERY=v)
+        no_messages(r, f'PROF_SUMMARY_EVERY={v}')
+        recording(r, f'PROF_SUMMARY_EVERY={v}')
+        if v in ('off', '0', '1h'):
+            check([s[0] for s in r.summaries if 'final' not in s[0]] == [],
+                  f'PROF_SUMMARY_EVERY={v}: periodic summaries')
+    for v in ('10', '-5s', '0steps', 'abc', '5 steps', '99999999999999999999s', '1.5s',
+              '18446744073709551615h'):
+        r = prog_env(PROF=1, PROF_SUMMARY_EVERY=v)
+        one_message(r, 'PROF_SUMMARY_EVERY', v, f'PROF_SUMMARY_EVERY={v}')
+        check([s[0] for s in r.summaries if 'final' not in s[0]] == [],
+              f'PROF_SUMMARY_EVERY={v}: periodic summaries')
+        recording(r, f'PROF_SUMMARY_EVERY={v}')
+
+    # PROF_SUMMARY_FORMAT
+    r = prog_env(PROF=1, PROF_SUMMARY_FORMAT='json')
+    no_messages(r, 'PROF_SUMMARY_FORMAT=json')
+    err = r.err.decode()
+    check(err.startswith('{"prof":"summary"') and err.count('\n') == 1,
+          f'PROF_SUMMARY_FORMAT=json: stderr {err[:200]!r}')
+    for v in ('text', ''):
+        r = prog_env(PROF=1, PROF_SUMMARY_FORMAT=v)
+        no_messages(r, f'PROF_SUMMARY_FORMAT={v}')
+        check(len(r.summaries) == 1, f'PROF_SUMMARY_FORMAT={v}: no table')
+    for v in ('xml', 'JSON', 'json '):
+        r = prog_env(PROF=1, PROF_SUMMARY_FORMAT=v)
+        one_message(r, 'PROF_SUMMARY_FORMAT', f'"{v}"', f'PROF_SUMMARY_FORMAT={v}')
+        check(len(r.summaries) == 1, f'PROF_SUMMARY_FORMAT={v}: no table (the default)')
+
+    # PROF_BUFFER: a 20000-zone burst overflows a small ring, never the default.
+    for v in ('16', '100'):
+        r = prog_env(PROF=1, PROF_BUFFER=v)
+        no_messages(r, f'PROF_BUFFER={v}')
+        recording(r, f'PROF_BUFFER={v}')
+        check(int(r.values['dropped']) > 0, f'PROF_BUFFER={v}: no drops from a 20000 burst')
+        m = re.search(r', (\d+) dropped', r.summaries[0][0])
+        check(m and int(m.group(1)) >= int(r.values['dropped']),
+              f'drops not in the header: {r.summaries[0][0]}')
+    for v in ('64k', '1M', ''):
+        r = prog_env(PROF=1, PROF_BUFFER=v)
+        no_messages(r, f'PROF_BUFFER={v}')
+        check(r.values['dropped'] == '0', f'PROF_BUFFER={v}: drops {r.values}')
+    for v in ('0', '15', '-1', '64q', '17M', '99999999999999999999999', '1k1', '0x100'):
+        r = prog_env(PROF=1, PROF_BUFFER=v)
+        one_message(r, 'PROF_BUFFER', v, f'PROF_BUFFER={v}')
+        recording(r, f'PROF_BUFFER={v}')
+        check(r.values['dropped'] == '0', f'PROF_BUFFER={v}: not the default ring: {r.values}')
+
+    # PROF_TRACE_STEPS and PROF_TRACE_MAX_MB: a bad value traces everything.
+    trace = os.path.join(tmp, 't.json')
+    r = prog_env(PROF=1, PROF_TRACE=trace, PROF_TRACE_STEPS='3-5')
+    no_messages(r, 'PROF_TRACE_STEPS=3-5')
+    steps = [e['args']['step'] for e in load_trace(trace) if e['ph'] == 'i' and e['cat'] == 'step']
+    check(steps == [3, 4, 5], f'PROF_TRACE_STEPS=3-5: steps {steps}')
+    for v in ('9-5', 'five', '5-9x', '1..3', '99999999999999999999999-'):
+        r = prog_env(PROF=1, PROF_TRACE=trace, PROF_TRACE_STEPS=v)
+        one_message(r, 'PROF_TRACE_STEPS', v, f'PROF_TRACE_STEPS={v}')
+        steps = [e['args']['step'] for e in load_trace(trace)
+                 if e['ph'] == 'i' and e['cat'] == 'step']
+        check(steps == list(range(1, 31)), f'PROF_TRACE_STEPS={v}: steps {steps}')
+    for v in ('0', '100', '1k'):
+        r = prog_env(PROF=1, PROF_TRACE=trace, PROF_TRACE_MAX_MB=v)
+        no_messages(r, f'PROF_TRACE_MAX_MB={v}')
+        load_trace(trace, min_events=20000)
+    for v in ('-1', '1.5', 'lots', '17592186044416', '1 MB'):
+        r = prog_env(PROF=1, PROF_TRACE=trace, PROF_TRACE_MAX_MB=v)
+        one_message(r, 'PROF_TRACE_MAX_MB', v, f'PROF_TRACE_MAX_MB={v}')
+        ev = load_trace(trace, min_events=20000)
+        check(not any(e['name'].startswith('prof: trace size limit') for e in ev),
+              f'PROF_TRACE_MAX_MB={v}: capped')
+
+    # PROF_CUDA and PROF_NVTX: no GPU here; a good value may give one notice
+    # that the backend is unavailable, never a complaint about the value.
+    for var, goods, bads in (('PROF_CUDA', ('auto', '0', '1', 'off'), ('2', 'gpu', 'auto ')),
+                             ('PROF_NVTX', ('0', '1', 'no'), ('2', 'nvtx'))):
+        for v in goods:
+            r = prog_env(PROF=1, **{var: v})
+            check(len(r.prof_lines) <= 1 and not any('not valid' in l for l in r.prof_lines),
+                  f'{var}={v}: messages {r.prof_lines}')
+            recording(r, f'{var}={v}')
+        for v in bads:
+            r = prog_env(PROF=1, **{var: v})
+            one_message(r, var, f'"{v}"', f'{var}={v}')
+            recording(r, f'{var}={v}')
+
+    # Several at once: one line each, in any order.
+    r = prog_env(PROF=1, PROF_BUFFER='7', PROF_SUMMARY_EVERY='x', PROF_SUMMARY_FORMAT='y',
+                 PROF_TRACE_STEPS='z', PROF_TRACE_MAX_MB='w', PROF_CUDA='v', PROF_NVTX='u')
+    check(len(r.prof_lines) == 7, f'7 bad values: {r.prof_lines}')
+    recording(r, 'several bad values')
+
+
+main(test)

@@ -1,0 +1,498 @@
+/* prog.c - the program the integration drivers (*.py) run under different
+ * environments. One mode per behaviour, chosen by argv[1]; it prints what
+ * the driver needs to know on stdout as key=value lines and exits 0 unless
+ * something it checks itself failed (then 1, with the reason on stderr).
+ *
+ *   basic [steps]       a small training loop: two threads with names,
+ *                       nested zones, a counter, marks, steps
+ *   names               hostile stage, counter, mark and thread names
+ *   forever             basic's loop without end; prints ready=1 once the
+ *                       first events were flushed (for signal tests)
+ *   steps N [US]        N iterations of about US microseconds (250), zone
+ *                       "iter <i>" (+ "inner") each, prof_step() after each
+ *   many N              N zones, flushing every 5000 (trace size cap)
+ *   fork N              N children each recording zones, waited for
+ *   fork_threads N      two threads record without pause while the main
+ *                       thread forks N times; each child records, flushes
+ *                       and exits (exit or _exit, alternately)
+ *   exit_thread         threads inside zones; one of them calls exit(0)
+ *   main_returns        main returns while threads are inside zones
+ *   env [enable]        for the environment matrix: reports what the
+ *                       configuration did (enabled, drops of a burst,
+ *                       counts, periodic summaries seen by steps)
+ *   periodic_time       runs until two timed periodic summaries arrived
+ *   sanitizer           prints sanitizer=none|address|thread
+ */
+#include <prof.h>
+
+#include <errno.h>
+#include <sched.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FAIL(...)                                                             \
+    do {                                                                      \
+        fprintf(stderr, "prog: %s:%d: ", __FILE__, __LINE__);                 \
+        fprintf(stderr, __VA_ARGS__);                                         \
+        fputc('\n', stderr);                                                  \
+        exit(1);                                                              \
+    } while (0)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ns(uint64_t ns)
+{
+    uint64_t end = now_ns() + ns;
+
+    while (now_ns() < end) {
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int stop_workers;
+
+static void *worker(void *arg)
+{
+    long n = (long)(intptr_t)arg;
+
+    prof_thread_name("worker");
+    for (long i = 0; n < 0 || i < n; i++) {
+        if (__atomic_load_n(&stop_workers, __ATOMIC_RELAXED))
+            break;
+        PROF_ZONE("load_batch");
+        {
+            PROF_ZONE("read");
+            spin_ns(20000);
+        }
+    }
+    return NULL;
+}
+
+static void one_step(long i)
+{
+    PROF_ZONE("train_step");
+    {
+        PROF_ZONE("forward");
+        spin_ns(30000);
+        {
+            PROF_ZONE("attention");
+            spin_ns(20000);
+        }
+    }
+    {
+        PROF_ZONE("backward");
+        spin_ns(40000);
+    }
+    PROF_COUNTER("loss", 1.0 / (double)(i + 1));
+}
+
+static int mode_basic(long steps)
+{
+    pthread_t t;
+
+    prof_thread_name("main-loop");
+    if (pthread_create(&t, NULL, worker, (void *)(intptr_t)steps) != 0)
+        FAIL("pthread_create");
+    for (long i = 0; i < steps; i++) {
+        one_step(i);
+        if (i == steps / 2)
+            PROF_MARK("epoch");
+        prof_step();
+    }
+    pthread_join(t, NULL);
+    printf("pid=%d\n", (int)getpid());
+    return 0;
+}
+
+static int mode_forever(void)
+{
+    pthread_t t;
+
+    prof_thread_name("main-loop");
+    if (pthread_create(&t, NULL, worker, (void *)(intptr_t)-1) != 0)
+        FAIL("pthread_create");
+    for (long i = 0;; i++) {
+        one_step(i);
+        prof_step();
+        if (i == 20) {
+            prof_flush();
+            printf("ready=1\npid=%d\n", (int)getpid());
+            fflush(stdout);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int mode_names(void)
+{
+    static const char *const names[] = {
+        "plain",
+        "",
+        "with \"quotes\"",
+        "back\\slash",
+        "new\nline",
+        "tab\there",
+        "ctrl \x01\x02\x1f\x7f",
+        "esc \x1b[31mred\x1b[0m \x1b]0;title\x07",
+        "fmt %s%n%x%p%%",
+        "json \"},{\"ph\":\"X\",\"name\":\"injected",
+        "utf8 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x9a\x80",
+        "bad utf8 \xff\xfe end",
+        "overlong \xc0\x80 and \xe0\x80\x80",
+        "surrogate \xed\xa0\x80",
+        "truncated \xe6\x97",
+        "lone continuation \x80\xbf",
+        "above max \xf4\x90\x80\x80",
+        "\xe2\x80\xae right-to-left override",
+    };
+    static char every_byte[256];
+    size_t big_len = 1024 * 1024;
+    char *big = malloc(big_len + 1);
+    const char *big_name, *every;
+
+    if (big == NULL)
+        FAIL("malloc");
+    for (size_t i = 0; i < big_len; i++)
+        big[i] = (char)('a' + i % 26);
+    big[big_len] = '\0';
+    big_name = prof_intern(big);
+    free(big);
+    for (int i = 1; i < 256; i++)
+        every_byte[i - 1] = (char)i;
+    every = prof_intern(every_byte);
+    if (big_name == NULL || every == NULL)
+        FAIL("prof_intern");
+
+    prof_thread_name("thread \x1b[2J \"name\" \xff");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        PROF_ZONE(names[i]);
+        {
+            PROF_ZONE("child");
+        }
+        PROF_COUNTER(names[i], (double)i);
+        PROF_MARK(names[i]);
+    }
+    {
+        PROF_ZONE(big_name);
+    }
+    {
+        PROF_ZONE(every);
+    }
+    {
+        PROF_ZONE(NULL);
+    }
+    PROF_MARK(NULL);
+    PROF_COUNTER(NULL, 1);
+    if (prof_thread_name(NULL) != -EINVAL)
+        FAIL("prof_thread_name(NULL)");
+    prof_step();
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int mode_steps(long n, long us)
+{
+    for (long i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "iter %ld", i);
+        {
+            PROF_ZONE(prof_intern(name));
+            spin_ns((uint64_t)us * 800);
+            {
+                PROF_ZONE("inner");
+                spin_ns((uint64_t)us * 200);
+            }
+        }
+        prof_step();
+    }
+    return 0;
+}
+
+static int mode_many(long n)
+{
+    for (long i = 0; i < n; i++) {
+        {
+            PROF_ZONE("many");
+        }
+        if (i % 5000 == 0) {
+            PROF_COUNTER("progress", (double)i);
+            prof_flush();
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void child_work(const char *name, int n)
+{
+    for (int i = 0; i < n; i++) {
+        PROF_ZONE(name);
+        spin_ns(10000);
+    }
+}
+
+static void wait_child(pid_t pid)
+{
+    int status;
+
+    if (waitpid(pid, &status, 0) != pid)
+        FAIL("waitpid: %s", strerror(errno));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        FAIL("child %d: status %#x", (int)pid, status);
+}
+
+static int mode_fork(long n)
+{
+    pid_t pids[64];
+
+    if (n > 64)
+        n = 64;
+    child_work("parent_zone", 100);
+    for (long i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0)
+            FAIL("fork: %s", strerror(errno));
+        if (pids[i] == 0) {
+            child_work("child_zone", 100);
+            printf("child=%d\n", (int)getpid());
+            fflush(stdout);
+            exit(0);
+        }
+    }
+    for (long i = 0; i < n; i++)
+        wait_child(pids[i]);
+    child_work("parent_zone", 100);
+    printf("pid=%d\n", (int)getpid());
+    return 0;
+}
+
+static int workers_attached;
+
+static void *recording_worker(void *arg)
+{
+    {
+        PROF_ZONE("load_batch");
+    }
+    __atomic_add_fetch(&workers_attached, 1, __ATOMIC_RELEASE);
+    return worker(arg);
+}
+
+static int mode_fork_threads(long n)
+{
+    pthread_t t[2];
+
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[i], NULL, recording_worker, (void *)(intptr_t)-1) != 0)
+            FAIL("pthread_create");
+    /* The subject is fork while threads record, not fork while they
+     * allocate their rings: that leaves memory in the child that belongs
+     * to threads it does not have (LeakSanitizer reports it), and under
+     * ASan, whose allocator (GCC 12) is not fork-safe, can deadlock the
+     * child. */
+    while (__atomic_load_n(&workers_attached, __ATOMIC_ACQUIRE) < 2)
+        sched_yield();
+    for (long i = 0; i < n; i++) {
+        pid_t pid;
+        child_work("parent_zone", 10);
+        pid = fork();
+        if (pid < 0)
+            FAIL("fork: %s", strerror(errno));
+        if (pid == 0) {
+            child_work("child_zone", 10);
+            prof_flush();
+            if (i % 2)
+                _exit(0);
+            exit(0);
+        }
+        wait_child(pid);
+    }
+    __atomic_store_n(&stop_workers, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    printf("pid=%d\n", (int)getpid());
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int started;
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        PROF_ZONE("spinner");
+        {
+            PROF_ZONE("spinner_inner");
+            __atomic_add_fetch(&started, 1, __ATOMIC_RELAXED);
+            spin_ns(5000);
+        }
+    }
+    return NULL;
+}
+
+static void start_spinners(int n)
+{
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, spinner, NULL) != 0)
+            FAIL("pthread_create");
+        pthread_detach(t);
+    }
+    /* Every spinner has been inside its zones at least once. */
+    while (__atomic_load_n(&started, __ATOMIC_RELAXED) < 10 * n)
+        sched_yield();
+}
+
+static void *exiter(void *arg)
+{
+    (void)arg;
+    PROF_ZONE("exiter");
+    child_work("before_exit", 10);
+    exit(0);
+}
+
+static int mode_exit_thread(void)
+{
+    pthread_t t;
+
+    start_spinners(3);
+    if (pthread_create(&t, NULL, exiter, NULL) != 0)
+        FAIL("pthread_create");
+    for (;;) {
+        PROF_ZONE("main_waiting");
+        spin_ns(1000);
+    }
+}
+
+static int mode_main_returns(void)
+{
+    start_spinners(3);
+    child_work("main_work", 10);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int periodic_seen;
+
+static void count_periodic(void *user, const char *text, int kind)
+{
+    (void)user;
+    (void)text;
+    if (kind == PROF_SUMMARY_PERIODIC)
+        __atomic_add_fetch(&periodic_seen, 1, __ATOMIC_RELAXED);
+}
+
+static int mode_env(int enable)
+{
+    char buf[256];
+    int n;
+
+    if (enable)
+        printf("enable=%d\n", prof_enable(1));
+    printf("enabled=%d\n", prof_enabled());
+    /* A burst that a 16-record ring cannot hold but the default can. */
+    for (int i = 0; i < 20000; i++) {
+        PROF_ZONE("burst");
+    }
+    printf("flush=%d\n", prof_flush());
+    n = prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_JSON);
+    if (n > 0) {
+        const char *d = strstr(buf, "\"dropped\":");
+        prof_stage_stats st;
+        printf("dropped=%llu\n", d ? strtoull(d + 10, NULL, 10) : 999999999ull);
+        printf("burst=%llu\n", prof_stats("burst", &st) == 0 ? (unsigned long long)st.count : 0ull);
+    } else {
+        printf("summary=%d\n", n);
+    }
+    for (int i = 0; i < 30; i++) {
+        PROF_ZONE("step_zone");
+        spin_ns(100000);
+        prof_step();
+    }
+    fflush(stdout);
+    return 0;
+}
+
+static int mode_periodic_time(void)
+{
+    uint64_t deadline = now_ns() + 20000000000ull;
+
+    prof_set_summary_handler(count_periodic, NULL);
+    while (__atomic_load_n(&periodic_seen, __ATOMIC_RELAXED) < 2) {
+        PROF_ZONE("timed");
+        spin_ns(100000);
+        if (now_ns() > deadline)
+            break;
+    }
+    printf("periodic=%d\n", __atomic_load_n(&periodic_seen, __ATOMIC_RELAXED));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    long n = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (strcmp(mode, "basic") == 0)
+        return mode_basic(n > 0 ? n : 20);
+    if (strcmp(mode, "names") == 0)
+        return mode_names();
+    if (strcmp(mode, "forever") == 0)
+        return mode_forever();
+    if (strcmp(mode, "steps") == 0)
+        return mode_steps(n, argc > 3 ? strtol(argv[3], NULL, 10) : 250);
+    if (strcmp(mode, "many") == 0)
+        return mode_many(n);
+    if (strcmp(mode, "fork") == 0)
+        return mode_fork(n);
+    if (strcmp(mode, "fork_threads") == 0)
+        return mode_fork_threads(n);
+    if (strcmp(mode, "exit_thread") == 0)
+        return mode_exit_thread();
+    if (strcmp(mode, "main_returns") == 0)
+        return mode_main_returns();
+    if (strcmp(mode, "env") == 0)
+        return mode_env(argc > 2 && strcmp(argv[2], "enable") == 0);
+    if (strcmp(mode, "periodic_time") == 0)
+        return mode_periodic_time();
+    if (strcmp(mode, "sanitizer") == 0) {
+        /* Which sanitizer this build runs under (the drivers adapt). */
+#if defined(__SANITIZE_THREAD__)
+        puts("sanitizer=thread");
+#elif defined(__SANITIZE_ADDRESS__)
+        puts("sanitizer=address");
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+        puts("sanitizer=thread");
+#  elif __has_feature(address_sanitizer)
+        puts("sanitizer=address");
+#  else
+        puts("sanitizer=none");
+#  endif
+#else
+        puts("sanitizer=none");
+#endif
+        return 0;
+    }
+    fprintf(stderr, "usage: prog MODE [ARG] (see prog.c)\n");
+    return 2;
+}

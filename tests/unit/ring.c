@@ -1,0 +1,176 @@
+/* ring.c - the per-thread ring of prof.h on its own (no runtime): a
+ * producer that pushes with prof_ring_push_() and a consumer that reads like
+ * the collector's drain() (acquire head, read the slots, release tail).
+ *
+ *   wrap:   small capacity, indices run many times around it; every record
+ *           comes out once, in order, intact.
+ *   full:   a full ring keeps what it has, refuses and counts the rest.
+ *   stress: a producer and a consumer thread at full speed; closed form
+ *           received + dropped == pushed, received in order with no
+ *           duplicate and no torn record. Run under TSan by the sanitizer
+ *           build, which checks the acquire/release pairs. */
+#include <prof.h>
+
+#include <stdlib.h>
+
+#include "check.h"
+
+static const char *const names[4] = {"a", "b", "c", "d"};
+
+static struct prof_thread_ *ring_new(uint64_t cap)
+{
+    struct prof_thread_ *t = aligned_alloc(64, sizeof *t);
+
+    CHECK(t != NULL);
+    memset(t, 0, sizeof *t);
+    t->ring = calloc(cap, sizeof(prof_record_));
+    CHECK(t->ring != NULL);
+    t->mask = cap - 1;
+    return t;
+}
+
+static void ring_free(struct prof_thread_ *t)
+{
+    free(t->ring);
+    free(t);
+}
+
+static void push_seq(struct prof_thread_ *t, uint64_t seq)
+{
+    prof_ring_push_(t, seq, seq * 3, names[seq & 3], (uint32_t)(seq ^ 0x55555555u), (uint32_t)(seq & 63),
+                    (uint32_t)(seq % 6));
+}
+
+static void check_record(const prof_record_ *r, uint64_t seq)
+{
+    CHECK_EQ_U64(r->start, seq);
+    CHECK_EQ_U64(r->end, seq * 3);
+    CHECK(r->name == names[seq & 3]);
+    CHECK_EQ_U64(r->parent, (uint32_t)(seq ^ 0x55555555u));
+    CHECK_EQ(r->depth, seq & 63);
+    CHECK_EQ(r->kind, seq % 6);
+}
+
+/* Consume every published record; returns how many. */
+static uint64_t drain(struct prof_thread_ *t, uint64_t *next_seq, int exact)
+{
+    uint64_t head = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
+    uint64_t tail = t->tail, n = 0;
+
+    for (; tail != head; tail++, n++) {
+        const prof_record_ *r = &t->ring[tail & t->mask];
+        if (exact) {
+            check_record(r, *next_seq);
+        } else {
+            /* Drops leave gaps, never reorderings or duplicates. */
+            CHECK_MSG(r->start >= *next_seq, "record %" PRIu64 " after %" PRIu64, r->start,
+                      *next_seq);
+            check_record(r, r->start);
+        }
+        *next_seq = r->start + 1;
+    }
+    __atomic_store_n(&t->tail, tail, __ATOMIC_RELEASE);
+    return n;
+}
+
+static void test_wrap(void)
+{
+    struct prof_thread_ *t = ring_new(16);
+    uint64_t seq = 1, next = 1, got = 0;
+
+    for (int round = 0; round < 5000; round++) {
+        int k = 1 + round % 16;             /* up to exactly the capacity */
+        for (int i = 0; i < k; i++)
+            push_seq(t, seq++);
+        got += drain(t, &next, 1);
+        CHECK_EQ_U64(t->head, t->tail);
+    }
+    CHECK_EQ_U64(got, seq - 1);
+    CHECK_EQ_U64(t->head, seq - 1);         /* free-running: far past the capacity */
+    CHECK_GT(t->head, 1000 * 16);
+    CHECK_EQ_U64(t->dropped, 0);
+    ring_free(t);
+}
+
+static void test_full(void)
+{
+    struct prof_thread_ *t = ring_new(16);
+
+    for (uint64_t s = 1; s <= 16; s++)
+        push_seq(t, s);
+    CHECK_EQ_U64(t->dropped, 0);
+    for (uint64_t s = 17; s <= 26; s++)     /* 10 more: all refused */
+        push_seq(t, s);
+    CHECK_EQ_U64(t->dropped, 10);
+    CHECK_EQ_U64(t->head, 16);
+    /* The kept records are the first 16, untouched by the refused ones. */
+    for (uint64_t s = 1; s <= 16; s++)
+        check_record(&t->ring[(s - 1) & t->mask], s);
+
+    /* Hand back 5 slots: exactly 5 more fit. */
+    t->tail = 5;
+    for (uint64_t s = 27; s <= 32; s++)
+        push_seq(t, s);
+    CHECK_EQ_U64(t->head, 21);
+    CHECK_EQ_U64(t->dropped, 11);
+    /* Wrapped: slots 0..4 now hold 27..31. */
+    for (uint64_t s = 0; s < 5; s++)
+        check_record(&t->ring[s], 27 + s);
+    ring_free(t);
+}
+
+struct stress {
+    struct prof_thread_ *t;
+    uint64_t n;
+    int producer_done;
+    uint64_t received;
+    int exact;
+};
+
+static void *consumer(void *arg)
+{
+    struct stress *s = arg;
+    uint64_t next = 1;
+
+    for (;;) {
+        int done = __atomic_load_n(&s->producer_done, __ATOMIC_ACQUIRE);
+        s->received += drain(s->t, &next, s->exact);
+        if (done)
+            break;
+    }
+    s->received += drain(s->t, &next, s->exact);
+    return NULL;
+}
+
+static void test_stress(uint64_t cap, uint64_t n, int exact)
+{
+    struct stress s = {ring_new(cap), n, 0, 0, exact};
+    pthread_t c;
+
+    CHECK_EQ(pthread_create(&c, NULL, consumer, &s), 0);
+    for (uint64_t seq = 1; seq <= n; seq++)
+        push_seq(s.t, seq);
+    __atomic_store_n(&s.producer_done, 1, __ATOMIC_RELEASE);
+    CHECK_EQ(pthread_join(c, NULL), 0);
+    CHECK_EQ_U64(s.received + s.t->dropped, n);
+    CHECK_EQ_U64(s.received, s.t->head);
+    if (exact)
+        CHECK_EQ_U64(s.t->dropped, 0);
+    fprintf(stderr, "stress cap %" PRIu64 ": %" PRIu64 " pushed, %" PRIu64 " received, %" PRIu64
+            " dropped\n", cap, n, s.received, s.t->dropped);
+    ring_free(s.t);
+}
+
+int main(void)
+{
+    uint64_t n = (uint64_t)test_scale(1000000);
+
+    test_wrap();
+    test_full();
+    /* A ring as large as the run: nothing may be lost. */
+    test_stress(1u << 20, n < (1u << 20) ? n : (1u << 20), 1);
+    /* A tiny ring: drops, each one counted. */
+    test_stress(16, n, 0);
+    test_stress(1024, n, 0);
+    return 0;
+}

@@ -1,0 +1,213 @@
+/* stats_synthetic.c - statistics on synthetic timestamps. The whole runtime
+ * is compiled into this test with -DPROF_NO_TSC, so a tick is a nanosecond;
+ * zones are opened through the real fast path (which sets their depth and
+ * parent path) and their records pushed with chosen start and end ticks.
+ * Every number is then known exactly: count, total, self, min, max, avg,
+ * the percentiles' buckets, the parent, recursion's wall share. */
+#include <prof.h>
+
+#include "check.h"
+
+#ifndef PROF_NO_TSC
+#error "build with -DPROF_NO_TSC: ticks must be nanoseconds"
+#endif
+
+#define T0 1000000000000ull     /* an arbitrary start, far from 0 */
+
+static prof_zone open_at(const char *name, uint64_t t)
+{
+    prof_zone z = prof_zone_begin(name);
+
+    CHECK(z.start != 0);
+    z.start = T0 + t;
+    return z;
+}
+
+/* prof_zone_end_inline_, with the end tick given. */
+static void close_at(prof_zone *z, uint64_t t)
+{
+    struct prof_thread_ *th = (struct prof_thread_ *)z->thread;
+
+    CHECK(th != NULL);
+    __atomic_store_n(&th->depth, z->depth, __ATOMIC_RELAXED);
+    prof_ring_push_(th, z->start, T0 + t, z->name, z->parent, z->depth, PROF_RECORD_ZONE_);
+    z->start = 0;
+}
+
+static void test_self(int flush_between)
+{
+    prof_stage_stats p, c1, c2, g;
+
+    CHECK_EQ(prof_reset(), 0);
+    for (int rep = 0; rep < 3; rep++) {
+        uint64_t base = (uint64_t)rep * 10000;
+        prof_zone parent = open_at("parent", base + 0);
+        prof_zone c = open_at("c1", base + 100);
+        prof_zone gz = open_at("g", base + 150);
+        close_at(&gz, base + 200);                    /* g: 50 */
+        close_at(&c, base + 300);                     /* c1: 200, self 150 */
+        c = open_at("c2", base + 400);
+        close_at(&c, base + 450);                     /* c2: 50 */
+        if (flush_between)
+            CHECK_EQ(prof_flush(), 0);
+        c = open_at("c1", base + 500);
+        close_at(&c, base + 800);                     /* c1: 300 */
+        close_at(&parent, base + 1000 + (uint64_t)rep * 100);   /* 1000, 1100, 1200 */
+    }
+    p = test_stats("parent");
+    c1 = test_stats("c1");
+    c2 = test_stats("c2");
+    g = test_stats("g");
+    CHECK_EQ(p.count, 3);
+    CHECK_EQ(p.total_ns, 3300);
+    CHECK_EQ(p.self_ns, 3300 - 3 * (200 + 50 + 300));
+    CHECK_EQ(p.min_ns, 1000);
+    CHECK_EQ(p.max_ns, 1200);
+    CHECK(p.avg_ns == 1100.0);
+    CHECK(p.p50_ns >= 1100 * 0.99 && p.p50_ns <= 1100 * 1.01);
+    CHECK(p.p99_ns >= 1200 * 0.99 && p.p99_ns <= 1200);
+    CHECK_EQ(c1.count, 6);
+    CHECK_EQ(c1.total_ns, 3 * 500);
+    CHECK_EQ(c1.self_ns, 3 * (500 - 50));
+    CHECK_EQ(c1.min_ns, 200);
+    CHECK_EQ(c1.max_ns, 300);
+    CHECK_EQ(c2.total_ns, 150);
+    CHECK_EQ(c2.self_ns, 150);
+    CHECK_EQ(g.total_ns, 150);
+    CHECK_EQ(g.self_ns, 150);
+    CHECK(p.parent == NULL);
+    CHECK_STR_EQ(c1.parent, "parent");
+    CHECK_STR_EQ(c2.parent, "parent");
+    CHECK_STR_EQ(g.parent, "c1");
+    CHECK_EQ(g.depth, 2);
+}
+
+/* Durations 1..1000 us: the percentiles within 1%, the rest exact. */
+static void test_distribution(void)
+{
+    prof_stage_stats s;
+
+    CHECK_EQ(prof_reset(), 0);
+    for (uint64_t i = 1; i <= 1000; i++) {
+        prof_zone z = open_at("dist", i * 2000000);
+        close_at(&z, i * 2000000 + i * 1000);
+    }
+    s = test_stats("dist");
+    CHECK_EQ(s.count, 1000);
+    CHECK_EQ(s.min_ns, 1000);
+    CHECK_EQ(s.max_ns, 1000000);
+    CHECK_EQ(s.total_ns, 1000ull * 1001 / 2 * 1000);
+    CHECK(s.avg_ns == 500500.0);
+    CHECK_NEAR(s.p50_ns, 500000, 0.01);
+    CHECK_NEAR(s.p95_ns, 950000, 0.01);
+    CHECK_NEAR(s.p99_ns, 990000, 0.01);
+}
+
+/* A clock that steps back (end before start) gives a zero duration, not a
+ * wrapped 2^64 one. */
+static void test_backwards(void)
+{
+    prof_zone z;
+    prof_stage_stats s;
+
+    CHECK_EQ(prof_reset(), 0);
+    z = open_at("backwards", 5000);
+    close_at(&z, 4000);
+    s = test_stats("backwards");
+    CHECK_EQ(s.count, 1);
+    CHECK_EQ(s.total_ns, 0);
+    CHECK_EQ(s.max_ns, 0);
+}
+
+/* f inside f inside f: the count is 3, the self times add up to the
+ * outermost duration, and the wall share counts the outermost zone once:
+ * the same as a flat stage of the same duration. Mutual recursion too. */
+static void test_recursion(void)
+{
+    prof_stage_stats rows[16], f = {0}, flat = {0}, a = {0}, b = {0};
+    prof_zone z1, z2, z3;
+    int n;
+
+    CHECK_EQ(prof_reset(), 0);
+    /* Make the wall time long next to the time between two rows'
+     * computations, so that their shares compare closely. */
+    test_spin_ns(50000000);
+    z1 = open_at("f", 0);
+    z2 = open_at("f", 100000);
+    z3 = open_at("f", 200000);
+    close_at(&z3, 800000);
+    close_at(&z2, 900000);
+    close_at(&z1, 1000000);
+    z1 = open_at("flat", 2000000);
+    close_at(&z1, 3000000);
+    z1 = open_at("a", 4000000);
+    z2 = open_at("b", 4100000);
+    z3 = open_at("a", 4200000);
+    close_at(&z3, 4800000);
+    close_at(&z2, 4900000);
+    close_at(&z1, 5000000);
+    n = prof_stats_list(rows, 16);
+    CHECK_EQ(n, 4);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(rows[i].name, "f") == 0)
+            f = rows[i];
+        else if (strcmp(rows[i].name, "flat") == 0)
+            flat = rows[i];
+        else if (strcmp(rows[i].name, "a") == 0)
+            a = rows[i];
+        else if (strcmp(rows[i].name, "b") == 0)
+            b = rows[i];
+    }
+    CHECK_EQ(f.count, 3);
+    CHECK_EQ(f.total_ns, 1000000 + 800000 + 600000);
+    CHECK_EQ(f.self_ns, 1000000);
+    CHECK(f.parent == NULL);
+    CHECK_GT(flat.wall_share, 0);
+    /* The wall time grows a little between two rows' computations; a
+     * share counted per call instead of once would be 2.4 times as big. */
+    CHECK_NEAR(f.wall_share, flat.wall_share, 0.02);
+    CHECK_EQ(a.count, 2);
+    CHECK_EQ(a.total_ns, 1000000 + 600000);
+    CHECK_NEAR(a.wall_share, flat.wall_share, 0.02);
+    CHECK_NEAR(b.wall_share, 0.8 * flat.wall_share, 0.02);
+    /* a's heaviest placement is the top level (1 ms there, 0.6 ms under
+     * b); b only ever runs under a. */
+    CHECK(a.parent == NULL);
+    CHECK_STR_EQ(b.parent, "a");
+}
+
+/* "parent" is the stage a stage mostly runs inside (FORMATS.md): a stage
+ * that spends nearly all its time at the top level and runs once, briefly,
+ * inside another stage is a top-level row, not that stage's child. */
+static void test_parent_choice(void)
+{
+    prof_zone z, y;
+    prof_stage_stats st;
+
+    CHECK_EQ(prof_reset(), 0);
+    for (uint64_t i = 0; i < 10; i++) {
+        z = open_at("checkpoint", 10000000 + i * 2000000);
+        close_at(&z, 10000000 + i * 2000000 + 1000000);      /* 10 x 1 ms at the top */
+    }
+    y = open_at("train_step", 50000000);
+    z = open_at("checkpoint", 50000100);
+    close_at(&z, 50000200);                                  /* once, 100 ns, inside */
+    close_at(&y, 50001000);
+    st = test_stats("checkpoint");
+    CHECK_EQ(st.count, 11);
+    CHECK_MSG(st.parent == NULL, "checkpoint (10 ms at the top level, 100 ns in train_step) "
+              "is shown under \"%s\"", st.parent);
+    CHECK_EQ(st.depth, 0);
+}
+
+int main(void)
+{
+    CHECK_EQ(prof_enable(1), 0);
+    test_self(0);
+    test_self(1);
+    test_distribution();
+    test_backwards();
+    test_recursion();
+    test_parent_choice();
+    return 0;
+}
