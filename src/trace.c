@@ -2,9 +2,16 @@
  *
  * One event per line: the first line is "[{...}", each later line
  * ",{...}", and the file ends with "\n]\n". Lines are formatted into a
- * buffer and written whole, so whatever the process dies of, the file is a
- * prefix that ends at an event; appending "]" makes it valid JSON
- * (Perfetto and speedscope accept it as it is). The file is opened with
+ * buffer and written in large write(2) calls.
+ *
+ * A process killed in the middle of a write(2) (SIGKILL, the OOM killer)
+ * leaves a short write, and Linux cuts a write to a file only between the
+ * pages it copies: at a file offset that is a multiple of 4096. So no event
+ * of up to 4096 bytes is placed across such an offset: the event before it
+ * is padded with spaces (JSON whitespace) to the boundary. Whatever the
+ * process dies of, the file then ends at an event, and appending "]" makes
+ * it valid JSON (Perfetto and speedscope accept it as it is). Only an event
+ * longer than a page (a name of kilobytes) can still be cut. The file is opened with
  * O_NOFOLLOW|O_CLOEXEC and mode 0644 (before umask): a symlink planted at
  * the path is refused, never followed. */
 #include <errno.h>
@@ -26,6 +33,7 @@
 #include "trace.h"
 
 #define FLUSH_AT (256 * 1024)
+#define PAGE 4096u
 #define GPU_TID_BASE 1000000000u
 #define MAX_STREAMS 256
 
@@ -41,14 +49,44 @@ static uint64_t streams[MAX_STREAMS];
 static int stream_device[MAX_STREAMS];
 static unsigned nstreams;
 static uint64_t last_dropped;
+static size_t open_event = SIZE_MAX;   /* buffer offset of the event not yet placed */
 
 int prof_trace_active(void)
 {
     return state == ON;
 }
 
+/* Place the last event so that it does not straddle a page boundary of the
+ * file (see the top of this file). */
+static void event_place(void)
+{
+    static const char spaces[64] = "                                                               ";
+    size_t at = open_event, len, pad;
+    uint64_t pos;
+
+    open_event = SIZE_MAX;
+    if (at == SIZE_MAX || buf.failed || at > buf.len)
+        return;
+    len = buf.len - at;
+    pos = written + at;
+    if (pos % PAGE == 0 || pos / PAGE == (pos + len - 1) / PAGE || len > PAGE)
+        return;
+    pad = PAGE - pos % PAGE;
+    for (size_t n = pad; n > 0;) {     /* grow by pad bytes */
+        size_t k = n < sizeof spaces ? n : sizeof spaces;
+        prof_buf_put(&buf, spaces, k);
+        n -= k;
+    }
+    if (buf.failed)
+        return;
+    memmove(buf.data + at + pad, buf.data + at, len);
+    memset(buf.data + at, ' ', pad);
+}
+
 static void event_start(void)
 {
+    event_place();
+    open_event = buf.len;
     prof_buf_puts(&buf, nevents++ ? "\n,{" : "[{");
 }
 
@@ -84,6 +122,7 @@ static void write_all(const char *p, size_t n)
 
 void prof_trace_flush(void)
 {
+    event_place();
     if (fd < 0)
         return;
     /* Checked before the length: a buffer whose first allocation failed
@@ -155,7 +194,9 @@ int prof_trace_open(void)
         prof_log("PROF_TRACE: path too long; tracing is off");
         return -ENAMETOOLONG;
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    /* O_NONBLOCK for the open only: a FIFO with no reader fails (ENXIO)
+     * instead of hanging the thread that recorded the first zone. */
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (fd < 0) {
         err = errno;
         prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", path,
@@ -163,6 +204,7 @@ int prof_trace_open(void)
                  "does not follow" : "");
         return -err;
     }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     state = ON;
     written = nevents = 0;
     nstreams = 0;
@@ -374,6 +416,7 @@ void prof_trace_atfork_child(void)
     fd = -1;
     state = OFF;
     buf.len = 0;
+    open_event = SIZE_MAX;
     buf.failed = 0;
     if (cfg->trace_path != NULL && prof_path_has_pid(cfg->trace_path))
         prof_trace_open();
