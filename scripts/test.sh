@@ -2,9 +2,12 @@
 # The whole test suite, as CI runs it:
 #   1. gcc and clang builds with -Wall -Wextra -Werror (every target,
 #      examples and benchmarks included);
-#   2. every suite (unit, integration, cuda, python, tools) on the gcc build;
+#   2. every suite (unit, integration, cuda, faults, load, fuzz replay,
+#      python, tools) on the gcc build, and the libFuzzer targets (20 s
+#      each) on the clang build;
 #   3. the C suites again under AddressSanitizer + UndefinedBehaviorSanitizer
-#      and under ThreadSanitizer.
+#      and under ThreadSanitizer (not the load suite: its memory figures mean
+#      nothing under a sanitizer's allocator, and it runs valgrind).
 # Installs what it needs from Debian's packages when missing (as root).
 # PROF_TEST_QUICK=1 scales the heavier tests down.
 set -eu
@@ -35,18 +38,21 @@ CC=clang CXX=clang++ setup build-test-clang -Dwerror=true -Dpython=false
 step "all suites (gcc build)"
 meson test -C build-test-gcc --print-errorlogs --num-processes "$jobs"
 
+step "libFuzzer targets, bounded time (clang build)"
+meson test -C build-test-clang --print-errorlogs --suite fuzz
+
 step "C suites under AddressSanitizer + UndefinedBehaviorSanitizer"
 CC=gcc CXX=g++ setup build-test-asan -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debugoptimized -Dpython=false -Dbench=false
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-test-asan --print-errorlogs --num-processes "$jobs" \
-    --no-suite python --no-suite tools
+    --no-suite python --no-suite tools --no-suite load
 
 step "C suites under ThreadSanitizer"
 CC=clang CXX=clang++ setup build-test-tsan -Db_sanitize=thread -Db_lundef=false \
     -Dbuildtype=debugoptimized -Dpython=false -Dbench=false
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     meson test -C build-test-tsan --print-errorlogs --num-processes "$jobs" \
-    --no-suite python --no-suite tools
+    --no-suite python --no-suite tools --no-suite load
 
 step "all green"

