@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <prof.h>
+
 static inline uint64_t bench_now_ns(void)
 {
     struct timespec ts;
@@ -44,6 +46,24 @@ static inline void bench_require_env(char **argv, const char *name, const char *
     execv("/proc/self/exe", argv);
     perror("exec");
     exit(1);
+}
+
+/* ns per zone over n empty zones named name. noinline keeps the loop
+ * honest: one zone per iteration, nothing merged or hoisted across it. */
+__attribute__((noinline, unused)) static double bench_zones(int n, const char *name)
+{
+    uint64_t t0 = bench_now_ns();
+
+    for (int i = 0; i < n; i++) {
+        PROF_ZONE(name);
+        __asm__ __volatile__("" ::: "memory");
+    }
+    return (double)(bench_now_ns() - t0) / n;
+}
+
+static inline double run_zones(int n)
+{
+    return bench_zones(n, "bench");
 }
 
 #endif

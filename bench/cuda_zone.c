@@ -73,15 +73,9 @@ __attribute__((noinline)) static double run_cuda_zones(int n)
     return (double)(bench_now_ns() - t0) / n;
 }
 
-__attribute__((noinline)) static double run_cpu_zones(int n)
+static double run_cpu_zones(int n)
 {
-    uint64_t t0 = bench_now_ns();
-
-    for (int i = 0; i < n; i++) {
-        PROF_ZONE("bench_cpu");
-        __asm__ __volatile__("" ::: "memory");
-    }
-    return (double)(bench_now_ns() - t0) / n;
+    return bench_zones(n, "bench_cpu");
 }
 
 /* Untimed: wait until the collector delivered every GPU zone so far. */

@@ -20,17 +20,6 @@
 #define ZONES 20000
 #define RUNS 51
 
-__attribute__((noinline)) static double run_zones(int n)
-{
-    uint64_t t0 = bench_now_ns();
-
-    for (int i = 0; i < n; i++) {
-        PROF_ZONE("bench");
-        __asm__ __volatile__("" ::: "memory");
-    }
-    return (double)(bench_now_ns() - t0) / n;
-}
-
 /* Median ns per zone; *drain_s gets the total time spent flushing. */
 static double measure(double *drain_s)
 {

@@ -46,17 +46,6 @@ __attribute__((noinline)) static double run_floor(int n)
     return (double)(bench_now_ns() - t0) / n;
 }
 
-__attribute__((noinline)) static double run_zones(int n)
-{
-    uint64_t t0 = bench_now_ns();
-
-    for (int i = 0; i < n; i++) {
-        PROF_ZONE("bench");
-        __asm__ __volatile__("" ::: "memory");
-    }
-    return (double)(bench_now_ns() - t0) / n;
-}
-
 static double median_of(double (*fn)(int), int flush_between)
 {
     double v[RUNS];

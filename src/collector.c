@@ -33,6 +33,9 @@ int prof_pending_signal;
 static pthread_t collector_id;
 
 static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns);
+/* Summaries are written with the runtime lock released; write_lock keeps
+ * them whole and one at a time, and guards the summary file's state. */
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static int summary_fd = -1;
 static int summary_failed;
 static int summary_pid;          /* the process that opened summary_fd */
@@ -379,7 +382,9 @@ static void summary_write_pending_locked(void)
             pending_end = &pending;
         in_flight = p;
         pthread_mutex_unlock(&prof_rt.lock);
+        pthread_mutex_lock(&write_lock);
         summary_write(p, fn, user);
+        pthread_mutex_unlock(&write_lock);
         pthread_mutex_lock(&prof_rt.lock);
         in_flight = NULL;
         prof_buf_free(&p->text);
@@ -394,8 +399,19 @@ void prof_summary_emit_locked(enum prof_summary_kind kind)
     summary_write_pending_locked();
 }
 
+void prof_collector_atfork_prepare(void)
+{
+    pthread_mutex_lock(&write_lock);
+}
+
+void prof_collector_atfork_parent(void)
+{
+    pthread_mutex_unlock(&write_lock);
+}
+
 void prof_collector_atfork_child(void)
 {
+    pthread_mutex_unlock(&write_lock);
     /* The parent's queued summaries are the parent's to print; the child's
      * copies are freed unprinted. */
     while (pending != NULL) {
@@ -426,10 +442,12 @@ void prof_final_report_locked(void)
     if (!prof_rt.forked_from || prof_stats_nstages() > 0)
         prof_summary_emit_locked(PROF_KIND_FINAL);
     prof_trace_close();
+    pthread_mutex_lock(&write_lock);
     if (summary_fd >= 0) {
         close(summary_fd);
         summary_fd = -1;
     }
+    pthread_mutex_unlock(&write_lock);
 }
 
 void prof_periodic_locked(uint64_t now)

@@ -32,7 +32,11 @@ void prof_periodic_locked(uint64_t now);
  * summary, the trace's closing ']'. Lock held. */
 void prof_final_report_locked(void);
 
-/* In a forked child: forget summaries the parent had queued. */
+/* fork: the summary writer's lock is taken before the fork (after the
+ * runtime lock); in the child, summaries the parent had queued are
+ * forgotten. */
+void prof_collector_atfork_prepare(void);
+void prof_collector_atfork_parent(void);
 void prof_collector_atfork_child(void);
 
 /* A signal asked for the run to end (SIGINT/SIGTERM, see lib.c). */

@@ -81,12 +81,14 @@ static void install_signal(int sig)
 static void atfork_prepare(void)
 {
     pthread_mutex_lock(&prof_rt.lock);
+    prof_collector_atfork_prepare();
     prof_intern_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
     prof_intern_atfork_parent();
+    prof_collector_atfork_parent();
     pthread_mutex_unlock(&prof_rt.lock);
 }
 
@@ -95,6 +97,7 @@ static void atfork_child(void)
     uint32_t parent = (uint32_t)prof_process_get()->pid;
 
     prof_intern_atfork_child();
+    prof_collector_atfork_child();
     prof_process_refresh();
     if (!prof_rt.started) {
         pthread_mutex_unlock(&prof_rt.lock);
@@ -104,7 +107,6 @@ static void atfork_child(void)
     __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELAXED);
     prof_rt.stopping = 0;
     prof_registry_atfork_child();
-    prof_collector_atfork_child();
     prof_stats_reset();
     prof_cuda_atfork_child();
     prof_trace_atfork_child();

@@ -42,6 +42,7 @@ enum { OFF, ON, CAPPED };
 
 static int state = OFF;
 static int fd = -1;
+static int signal_fd = -1;       /* fd as the signal path may see it (atomic) */
 static char path[4096];
 static struct prof_buf buf;
 static uint64_t written;         /* bytes in the file */
@@ -122,6 +123,7 @@ static void write_all(const char *p, size_t n)
                      "the summary goes on", path, w < 0 ? strerror(err) : "short write");
             close(fd);
             fd = -1;
+            __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
             state = OFF;
             break;
         }
@@ -227,6 +229,9 @@ int prof_trace_open(void)
     last_dropped = 0;
     header();
     prof_trace_flush();
+    /* Only now, with the header out, may the signal path close the file. */
+    if (fd >= 0)
+        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -408,16 +413,17 @@ void prof_trace_close(void)
     if (fd >= 0 && close(fd) != 0)
         prof_log("trace %s: close failed (%s)", path, strerror(errno));
     fd = -1;
+    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
     state = OFF;
     prof_buf_free(&buf);
 }
 
 void prof_trace_close_from_signal(void)
 {
-    int f = fd;
+    int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
 
     /* Only whole lines were ever written, so the file ends at an event. */
-    if (f >= 0 && nevents > 0 && write(f, "\n]\n", 3) < 0) {
+    if (f >= 0 && write(f, "\n]\n", 3) < 0) {
         /* Nothing more a signal handler may do. */
     }
 }
@@ -430,6 +436,7 @@ void prof_trace_atfork_child(void)
     if (fd >= 0)
         close(fd);
     fd = -1;
+    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
     state = OFF;
     buf.len = 0;
     open_event = SIZE_MAX;

@@ -1122,8 +1122,9 @@ static int set_item(PyObject *d, const char *key, PyObject *v)
     return rc;
 }
 
-static PyObject *stage_dict(const prof_stage_stats *st)
+static PyObject *stage_dict(const void *item)
 {
+    const prof_stage_stats *st = item;
     PyObject *d = PyDict_New();
 
     if (d == NULL)
@@ -1147,15 +1148,86 @@ static PyObject *stage_dict(const prof_stage_stats *st)
     return d;
 }
 
+/* The runtime's list calls (prof_stats_list, prof_counter_stats_list),
+ * seen through one signature: fill out[0..cap), return how many there are. */
+typedef int (*list_fn)(void *out, size_t cap);
+typedef PyObject *(*row_fn)(const void *item);
+
+static int list_stages(void *out, size_t cap)
+{
+    return prof_stats_list(out, cap);
+}
+
+static int list_counters(void *out, size_t cap)
+{
+    return prof_counter_stats_list(out, cap);
+}
+
+/* Flush, then {name: row(item)} for every item the list call gives, in its
+ * order. Items begin with their name (const char *), as both structs do. */
+static PyObject *list_dict(size_t size, list_fn list, row_fn row_of, const char *what)
+{
+    PyObject *out = NULL, *row, *key;
+    char *v = NULL;
+    size_t cap = 64;
+    int n = 0, rc;
+
+    Py_BEGIN_ALLOW_THREADS
+    rc = prof_flush();
+    Py_END_ALLOW_THREADS
+    log_drain();
+    if (rc == -ESRCH)
+        return PyDict_New();
+    for (;;) {
+        char *nv = PyMem_Realloc(v, cap * size);
+        if (nv == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        v = nv;
+        Py_BEGIN_ALLOW_THREADS
+        n = list(v, cap);
+        Py_END_ALLOW_THREADS
+        if (n < 0) {
+            if (n == -ESRCH) {
+                out = PyDict_New();
+                goto done;
+            }
+            PyErr_Format(PyExc_OSError, "%s: %s", what, strerror(-n));
+            goto done;
+        }
+        if ((size_t)n <= cap)
+            break;
+        cap = (size_t)n + 16;
+    }
+    out = PyDict_New();
+    if (out == NULL)
+        goto done;
+    for (int i = 0; i < n; i++) {
+        const void *item = v + (size_t)i * size;
+        key = str_or_none(*(const char *const *)item);
+        row = key != NULL ? row_of(item) : NULL;
+        if (row == NULL || PyDict_SetItem(out, key, row) < 0) {
+            Py_XDECREF(key);
+            Py_XDECREF(row);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(key);
+        Py_DECREF(row);
+    }
+done:
+    PyMem_Free(v);
+    return out;
+}
+
 /* prof.stats() -> {name: {...}} in summary (tree) order; prof.stats(name)
  * -> one stage's dict, KeyError when no zone of that name ended. */
 static PyObject *py_stats(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"name", NULL};
-    PyObject *name = Py_None, *out = NULL, *row, *key;
-    prof_stage_stats *v = NULL;
-    size_t cap = 64;
-    int n = 0, rc, i;
+    PyObject *name = Py_None;
+    int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:stats", kwlist, &name))
         return NULL;
@@ -1177,56 +1249,12 @@ static PyObject *py_stats(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwar
         return stage_dict(&st);
     }
 
-    Py_BEGIN_ALLOW_THREADS
-    rc = prof_flush();
-    Py_END_ALLOW_THREADS
-    log_drain();
-    if (rc == -ESRCH)
-        return PyDict_New();
-    for (;;) {
-        prof_stage_stats *nv = PyMem_Realloc(v, cap * sizeof(*v));
-        if (nv == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        v = nv;
-        Py_BEGIN_ALLOW_THREADS
-        n = prof_stats_list(v, cap);
-        Py_END_ALLOW_THREADS
-        if (n < 0) {
-            if (n == -ESRCH) {
-                out = PyDict_New();
-                goto done;
-            }
-            PyErr_Format(PyExc_OSError, "prof_stats_list: %s", strerror(-n));
-            goto done;
-        }
-        if ((size_t)n <= cap)
-            break;
-        cap = (size_t)n + 16;
-    }
-    out = PyDict_New();
-    if (out == NULL)
-        goto done;
-    for (i = 0; i < n; i++) {
-        key = str_or_none(v[i].name);
-        row = key != NULL ? stage_dict(&v[i]) : NULL;
-        if (row == NULL || PyDict_SetItem(out, key, row) < 0) {
-            Py_XDECREF(key);
-            Py_XDECREF(row);
-            Py_CLEAR(out);
-            goto done;
-        }
-        Py_DECREF(key);
-        Py_DECREF(row);
-    }
-done:
-    PyMem_Free(v);
-    return out;
+    return list_dict(sizeof(prof_stage_stats), list_stages, stage_dict, "prof_stats_list");
 }
 
-static PyObject *counter_dict(const prof_counter_stats *c)
+static PyObject *counter_dict(const void *item)
 {
+    const prof_counter_stats *c = item;
     PyObject *d = PyDict_New();
 
     if (d == NULL)
@@ -1244,55 +1272,8 @@ static PyObject *counter_dict(const prof_counter_stats *c)
 
 static PyObject *py_counters(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 {
-    PyObject *out = NULL, *row, *key;
-    prof_counter_stats *v = NULL;
-    size_t cap = 32;
-    int n = 0, rc, i;
-
-    Py_BEGIN_ALLOW_THREADS
-    rc = prof_flush();
-    Py_END_ALLOW_THREADS
-    log_drain();
-    if (rc == -ESRCH)
-        return PyDict_New();
-    for (;;) {
-        prof_counter_stats *nv = PyMem_Realloc(v, cap * sizeof(*v));
-        if (nv == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        v = nv;
-        n = prof_counter_stats_list(v, cap);
-        if (n < 0) {
-            if (n == -ESRCH) {
-                out = PyDict_New();
-                goto done;
-            }
-            PyErr_Format(PyExc_OSError, "prof_counter_stats_list: %s", strerror(-n));
-            goto done;
-        }
-        if ((size_t)n <= cap)
-            break;
-        cap = (size_t)n + 16;
-    }
-    out = PyDict_New();
-    if (out == NULL)
-        goto done;
-    for (i = 0; i < n; i++) {
-        key = str_or_none(v[i].name);
-        row = key != NULL ? counter_dict(&v[i]) : NULL;
-        if (row == NULL || PyDict_SetItem(out, key, row) < 0) {
-            Py_XDECREF(key);
-            Py_XDECREF(row);
-            Py_CLEAR(out);
-            goto done;
-        }
-        Py_DECREF(key);
-        Py_DECREF(row);
-    }
-done:
-    PyMem_Free(v);
-    return out;
+    return list_dict(sizeof(prof_counter_stats), list_counters, counter_dict,
+                     "prof_counter_stats_list");
 }
 
 static PyObject *py_summary(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
