@@ -365,6 +365,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void);
 PROF_API prof_zone prof_zone_begin_hooked_(const char *name);
 PROF_API void prof_zone_end_hooked_(prof_zone *zone);
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
+PROF_API uint64_t prof_ticks_now_(void);   /* the tick source in use, out of line */
 
 #if defined(__GNUC__)
 #  define PROF_LIKELY_(x) __builtin_expect(!!(x), 1)
@@ -376,22 +377,24 @@ PROF_API uint64_t prof_clock_fallback_ticks_(void);
 
 #define PROF_PATH_ROOT_ 0x70726f66u /* "prof": the hash of the empty path */
 
+/* The CPU's counter, read raw: the TSC on x86-64, CNTVCT on arm64. The
+ * inline zone path uses it only while prof_clock_is_tsc_ holds: when the
+ * runtime does not trust the counter it sets PROF_ON_HOOKS_, and zones take
+ * the out-of-line path, which reads prof_ticks_now_() instead. So the fast
+ * path tests no clock flag of its own. */
 static inline uint64_t prof_ticks_(void)
 {
 #if defined(__x86_64__) && !defined(PROF_NO_TSC)
-    if (PROF_LIKELY_(prof_clock_is_tsc_)) {
-        uint32_t lo, hi;
-        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-        return ((uint64_t)hi << 32) | lo;
-    }
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
 #elif defined(__aarch64__) && !defined(PROF_NO_TSC)
-    if (PROF_LIKELY_(prof_clock_is_tsc_)) {
-        uint64_t v;
-        __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
-        return v;
-    }
-#endif
+    uint64_t v;
+    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
+    return v;
+#else
     return prof_clock_fallback_ticks_();
+#endif
 }
 
 /* The path hash of a zone named name inside the path h: 32 bits, so a
@@ -435,7 +438,7 @@ static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint6
  * handler that opens a zone in the middle of this uses the next stack
  * slot and leaves this zone's slot alone (at worst the handler's zone is
  * placed under a stale parent in the summary tree). */
-static inline prof_zone prof_zone_open_(const char *name)
+static inline prof_zone prof_zone_open_(const char *name, int raw_ticks)
 {
     prof_zone z = {0, 0, 0, 0, 0};
     struct prof_thread_ *t = prof_thread_self_;
@@ -459,7 +462,7 @@ static inline prof_zone prof_zone_open_(const char *name)
         z.parent = t->path[PROF_MAX_DEPTH_];
     }
     z.thread = t;
-    z.start = prof_ticks_();
+    z.start = raw_ticks ? prof_ticks_() : prof_ticks_now_();
     return z;
 }
 
@@ -473,22 +476,14 @@ static inline prof_zone prof_zone_begin_inline_(const char *name)
     }
     if (PROF_UNLIKELY_(on & PROF_ON_HOOKS_))
         return prof_zone_begin_hooked_(name);
-    return prof_zone_open_(name);
+    return prof_zone_open_(name, 1);
 }
 
-static inline void prof_zone_end_inline_(prof_zone *z)
+/* Close a zone at tick `end`: restore the depth and push its record. */
+static inline void prof_zone_close_(prof_zone *z, uint64_t end)
 {
-    struct prof_thread_ *t;
-    uint64_t end;
+    struct prof_thread_ *t = (struct prof_thread_ *)z->thread;
 
-    if (z->start == 0)
-        return;
-    if (PROF_UNLIKELY_((uintptr_t)z->thread & 1)) {
-        prof_zone_end_hooked_(z);
-        return;
-    }
-    end = prof_ticks_();
-    t = (struct prof_thread_ *)z->thread;
     if (PROF_UNLIKELY_(t->busy)) {
         __atomic_store_n(&t->reentered, t->reentered + 1, __ATOMIC_RELAXED);
         return;
@@ -500,6 +495,17 @@ static inline void prof_zone_end_inline_(prof_zone *z)
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
     z->start = 0;
+}
+
+static inline void prof_zone_end_inline_(prof_zone *z)
+{
+    if (z->start == 0)
+        return;
+    if (PROF_UNLIKELY_((uintptr_t)z->thread & 1)) {
+        prof_zone_end_hooked_(z);
+        return;
+    }
+    prof_zone_close_(z, prof_ticks_());
 }
 
 #ifdef __cplusplus

@@ -15,8 +15,13 @@
  * monotonic reads are close; its error is half that gap (tens of ns), which
  * over the first 2 ms baseline is a rate error below 0.003% and shrinks as
  * the run goes on. The parameters are published with a sequence lock so any
- * thread can convert. */
+ * thread can convert.
+ *
+ * The inline zone path reads the counter without testing which source is
+ * in use: when the counter is not trusted, the runtime keeps zones on the
+ * out-of-line path (PROF_ON_HOOKS_), which reads prof_ticks_now_(). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -47,6 +52,12 @@ static uint64_t mono_ns(clockid_t id)
 PROF_API uint64_t prof_clock_fallback_ticks_(void)
 {
     return mono_ns(CLOCK_MONOTONIC);
+}
+
+PROF_API uint64_t prof_ticks_now_(void)
+{
+    return __atomic_load_n(&prof_clock_is_tsc_, __ATOMIC_RELAXED) ? prof_ticks_()
+                                                                  : prof_clock_fallback_ticks_();
 }
 
 uint64_t prof_clock_now_ns(void)
@@ -140,7 +151,7 @@ static struct clock_params params_read(void)
     return p;
 }
 
-void prof_clock_init(void)
+static void clock_init_once(void)
 {
     struct clock_params p = {0, 0, 1.0};
     int tsc = 0;
@@ -164,6 +175,13 @@ void prof_clock_init(void)
 #endif
     }
     params_publish(&p);
+}
+
+void prof_clock_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&once, clock_init_once);
 }
 
 void prof_clock_calibrate(void)

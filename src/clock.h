@@ -6,7 +6,8 @@
 #include <stdint.h>
 
 /* Choose the tick source (TSC when invariant, else clock_gettime) and take
- * the first calibration point. Called once, before the first zone. */
+ * the first calibration point. Idempotent; called before recording is
+ * switched on (the choice decides which path zones take). */
 void prof_clock_init(void);
 
 /* Refine the tick rate against CLOCK_MONOTONIC. Collector thread only. */

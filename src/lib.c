@@ -35,7 +35,7 @@ uint64_t prof_summary_step_due;
 prof_summary_fn prof_summary_handler;
 void *prof_summary_handler_user;
 
-static int hooks_ok;    /* NVTX loaded: zones take the hooked path */
+static int nvtx_ok;     /* NVTX loaded: zones take the hooked path */
 
 PROF_API const char *prof_version(void)
 {
@@ -162,9 +162,13 @@ int prof_runtime_start(void)
     return err;
 }
 
+/* Zones take the out-of-line (hooked) path when they must emit NVTX
+ * ranges, or when the CPU counter is not trusted and they must read the
+ * fallback clock. */
 static int on_value(void)
 {
-    return PROF_ON_RECORD_ | (hooks_ok ? PROF_ON_HOOKS_ : 0);
+    prof_clock_init();
+    return PROF_ON_RECORD_ | (nvtx_ok || !prof_clock_is_tsc_ ? PROF_ON_HOOKS_ : 0);
 }
 
 PROF_API int prof_enable(int on)
@@ -194,7 +198,7 @@ __attribute__((constructor)) static void prof_load(void)
     const struct prof_config *cfg = prof_config_get();
 
     if (cfg->nvtx && cfg->prof == PROF_SWITCH_ON)
-        hooks_ok = prof_nvtx_init() == 0;
+        nvtx_ok = prof_nvtx_init() == 0;
     if (cfg->prof == PROF_SWITCH_ON)
         prof_enable(1);
 }
@@ -214,7 +218,7 @@ static void push(uint32_t kind, uint64_t end, const char *name)
     }
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    prof_ring_push_(t, prof_ticks_(), end, name,
+    prof_ring_push_(t, prof_ticks_now_(), end, name,
                     t->path[t->depth < PROF_MAX_DEPTH_ ? t->depth : PROF_MAX_DEPTH_], t->depth, kind);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
@@ -245,7 +249,7 @@ PROF_API uint64_t prof_step(void)
     if (!__atomic_load_n(&prof_on_, __ATOMIC_RELAXED))
         return n;
     cfg = prof_config_get();
-    now = prof_ticks_();
+    now = prof_ticks_now_();
     /* Release: a collector that sees the boundary also sees the steps. */
     if (n == cfg->trace_step_first)
         __atomic_store_n(&prof_trace_open_ticks, now, __ATOMIC_RELEASE);
@@ -286,15 +290,17 @@ PROF_API void prof_zone_end(prof_zone *zone)
         prof_zone_end_inline_(zone);
 }
 
-/* With PROF_NVTX=1 every zone also pushes and pops an NVTX range. A zone
- * that records nothing still has its range to pop: start is then 1, a tick
- * value the clock never returns. */
+/* The out-of-line zone path: with PROF_NVTX=1 every zone also pushes and
+ * pops an NVTX range, and without a trusted CPU counter zones read the
+ * fallback clock. A zone that records nothing still has its range to pop:
+ * start is then 1, a tick value no clock returns. */
 PROF_API prof_zone prof_zone_begin_hooked_(const char *name)
 {
     prof_zone z;
 
-    prof_nvtx_push(name);
-    z = prof_zone_open_(name);
+    if (nvtx_ok)
+        prof_nvtx_push(name);
+    z = prof_zone_open_(name, 0);
     if (z.start == 0)
         z.start = 1;
     z.thread = (void *)((uintptr_t)z.thread | 1);
@@ -303,11 +309,14 @@ PROF_API prof_zone prof_zone_begin_hooked_(const char *name)
 
 PROF_API void prof_zone_end_hooked_(prof_zone *zone)
 {
+    uint64_t end = prof_ticks_now_();
+
     zone->thread = (void *)((uintptr_t)zone->thread & ~(uintptr_t)1);
     if (zone->start != 1 && zone->thread != NULL)
-        prof_zone_end_inline_(zone);
+        prof_zone_close_(zone, end);
     zone->start = 0;
-    prof_nvtx_pop();
+    if (nvtx_ok)
+        prof_nvtx_pop();
 }
 
 /* ------------------------------------------------------------------------ */
