@@ -348,8 +348,9 @@ struct prof_thread_ {
 };
 
 /* The flag every zone tests: 0 off; PROF_ON_RECORD_ set when recording;
- * PROF_ON_HOOKS_ also set when each zone must run the out-of-line hooks
- * (PROF_NVTX=1), so that with no hooks the fast path pays nothing. */
+ * PROF_ON_HOOKS_ also set when zones must take the out-of-line path
+ * (PROF_NVTX=1, or a CPU counter the runtime does not trust), so that
+ * otherwise the fast path pays for neither. */
 #define PROF_ON_RECORD_ 1
 #define PROF_ON_HOOKS_ 2
 extern PROF_API int prof_on_;
