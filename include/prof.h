@@ -193,8 +193,10 @@ PROF_API int prof_shutdown(void);
  * the final one) go, instead of PROF_SUMMARY: fn receives the formatted
  * text (PROF_SUMMARY_FORMAT decides which form) and the kind, one of
  * PROF_SUMMARY_PERIODIC / PROF_SUMMARY_FINAL. It runs on the collector
- * thread (or the thread calling prof_shutdown / exit) and must not call
- * prof_flush() or block for long. NULL restores PROF_SUMMARY. */
+ * thread (or on a thread inside prof_flush, prof_shutdown or exit) and
+ * should not block for long; the calls that wait for the collector
+ * (prof_flush, prof_shutdown, prof_stats, ...) return -EDEADLK inside it
+ * instead of hanging. NULL restores PROF_SUMMARY. */
 enum { PROF_SUMMARY_PERIODIC = 1, PROF_SUMMARY_FINAL = 2 };
 typedef void (*prof_summary_fn)(void *user, const char *text, int kind);
 PROF_API void prof_set_summary_handler(prof_summary_fn fn, void *user);

@@ -40,12 +40,18 @@ static int summary_fd = -1;
 static int summary_failed;
 static int summary_pid;          /* the process that opened summary_fd */
 
+/* Set while this thread runs the user's summary handler: the handler may
+ * run on any thread that writes queued summaries (the collector, or one in
+ * prof_flush / prof_shutdown), and with write_lock held there. */
+static __thread int in_summary_handler __attribute__((tls_model("initial-exec")));
+
 int prof_collector_is_self(void)
 {
     /* Acquire pairs with the release in prof_collector_start_locked: a
      * thread that sees running also sees collector_id. */
-    return __atomic_load_n(&prof_rt.collector_running, __ATOMIC_ACQUIRE) &&
-           pthread_equal(pthread_self(), collector_id);
+    return in_summary_handler ||
+           (__atomic_load_n(&prof_rt.collector_running, __ATOMIC_ACQUIRE) &&
+            pthread_equal(pthread_self(), collector_id));
 }
 
 static int traced(uint64_t ticks)
@@ -354,7 +360,9 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
     int fd, err;
 
     if (fn != NULL) {
+        in_summary_handler = 1;
         fn(user, p->text.data, p->kind);
+        in_summary_handler = 0;
         return;
     }
     fd = summary_target();

@@ -16,7 +16,8 @@ int prof_collector_start_locked(void);
 /* Ask the thread to exit and wait for it (runtime lock NOT held). */
 void prof_collector_stop(void);
 
-/* Nonzero on the collector thread. */
+/* Nonzero where waiting for the collector would deadlock: on its thread,
+ * and inside a summary handler on any thread. */
 int prof_collector_is_self(void);
 
 /* Format a summary (lock held) and deliver it where PROF_SUMMARY or the

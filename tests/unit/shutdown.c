@@ -6,9 +6,10 @@
  *            collector gone; a second call does nothing; zones after it
  *            are ignored and the numbers stay readable; prof_enable(1)
  *            starts a new recording, and the next shutdown reports it.
- *   handler: prof_flush() and prof_shutdown() from inside a summary
- *            handler (the collector's thread) fail with -EDEADLK instead of
- *            deadlocking. */
+ *   handler: prof_flush(), prof_shutdown() and prof_stats() from inside a
+ *            summary handler fail with -EDEADLK instead of deadlocking,
+ *            both on the collector's thread (periodic summaries) and on
+ *            the thread in prof_shutdown (the final one). */
 #include <prof.h>
 
 #include <dirent.h>
@@ -25,13 +26,19 @@
 
 static int finals, periodics;
 static int handler_flush = 1, handler_shutdown = 1;
+static int final_flush = 1, final_stats = 1;
 
 static void handler(void *user, const char *text, int kind)
 {
     (void)user;
     CHECK(text != NULL && strncmp(text, "prof summary", 12) == 0);
-    if (kind == PROF_SUMMARY_FINAL)
+    if (kind == PROF_SUMMARY_FINAL) {
+        prof_stage_stats st;
+
+        __atomic_store_n(&final_flush, prof_flush(), __ATOMIC_RELAXED);
+        __atomic_store_n(&final_stats, prof_stats("z", &st), __ATOMIC_RELAXED);
         __atomic_add_fetch(&finals, 1, __ATOMIC_RELAXED);
+    }
     if (kind == PROF_SUMMARY_PERIODIC) {
         /* Forbidden in a handler: must fail, not hang. */
         __atomic_store_n(&handler_flush, prof_flush(), __ATOMIC_RELAXED);
@@ -121,6 +128,8 @@ static void test_handler(void)
     CHECK_EQ(prof_enabled(), 1);
     CHECK_EQ(prof_shutdown(), 0);
     CHECK_EQ(finals, 1);
+    CHECK_EQ(final_flush, -EDEADLK);
+    CHECK_EQ(final_stats, -EDEADLK);
 }
 
 int main(int argc, char **argv)
