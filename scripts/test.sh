@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 sh scripts/deps.sh meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev \
     python3 python3-dev python3-pytest cython3 python3-numpy python3-mesonpy \
-    python3-pip python3-venv python3-torch
+    python3-pip python3-venv python3-torch valgrind
 
 jobs=$(nproc)
 step() { printf '\n=== %s\n' "$*" >&2; }

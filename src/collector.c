@@ -40,6 +40,11 @@ static int summary_fd = -1;
 static int summary_failed;
 static int summary_pid;          /* the process that opened summary_fd */
 
+/* The collector has taken the runtime lock once (see
+ * prof_collector_start_locked). */
+static int collector_ready;
+static pthread_cond_t collector_ready_cond = PTHREAD_COND_INITIALIZER;
+
 /* Set while this thread runs the user's summary handler: the handler may
  * run on any thread that writes queued summaries (the collector, or one in
  * prof_flush / prof_shutdown), and with write_lock held there. */
@@ -419,6 +424,10 @@ void prof_collector_atfork_parent(void)
 
 void prof_collector_atfork_child(void)
 {
+    pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+
+    /* A thread of the parent may have been waiting on it. */
+    collector_ready_cond = fresh;
     pthread_mutex_unlock(&write_lock);
     /* The parent's queued summaries are the parent's to print; the child's
      * copies are freed unprinted. */
@@ -491,6 +500,8 @@ static void *collector_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&prof_rt.lock);
+    collector_ready = 1;
+    pthread_cond_broadcast(&collector_ready_cond);
     while (!prof_rt.stopping) {
         const struct prof_config *cfg = prof_config_get();
         uint64_t now = prof_clock_now_ns(), wait = PROF_COLLECT_PERIOD_NS;
@@ -536,6 +547,7 @@ int prof_collector_start_locked(void)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     pthread_attr_init(&attr);
+    collector_ready = 0;
     err = pthread_create(&collector_id, &attr, collector_main, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -551,6 +563,15 @@ int prof_collector_start_locked(void)
     prof_rt.collector = collector_id;
     prof_rt.stopping = 0;
     __atomic_store_n(&prof_rt.collector_running, 1, __ATOMIC_RELEASE);
+    /* Wait until the new thread holds the lock (the wait releases it), so
+     * that it has finished starting: from then on the collector runs only
+     * with a lock that the fork handlers take, and a fork can never catch
+     * it halfway through thread start-up or an allocation. That matters
+     * under allocators that are not fork-safe (GCC 12's AddressSanitizer:
+     * the child's first allocation waited forever for a lock a starting
+     * thread held at the fork). */
+    while (!collector_ready)
+        pthread_cond_wait(&collector_ready_cond, &prof_rt.lock);
     return 0;
 }
 

@@ -149,4 +149,6 @@ void prof_registry_atfork_child(void)
     memset(self->child_ns, 0, sizeof self->child_ns);
     memset(self->child_first, 0, sizeof self->child_first);
     memset(self->child_last, 0, sizeof self->child_last);
+    memset(self->trace_first, 0, sizeof self->trace_first);
+    self->trace_depth = 0;
 }

@@ -23,6 +23,14 @@ struct prof_thread {
     uint64_t dropped_seen;
     uint64_t reentered_seen;
     const char *traced_name;     /* the name last written to the trace */
+    /* The trace's placement of this thread's zones (trace.c): the latest
+     * end written, and per depth, for the zones written since their parent
+     * ended, the earliest start and what that start could not precede.
+     * 0 = none. */
+    uint64_t trace_end;
+    uint64_t trace_first[PROF_MAX_DEPTH_ + 1];
+    uint64_t trace_floor[PROF_MAX_DEPTH_ + 1];
+    uint32_t trace_depth;        /* deepest depth with a trace_first */
 };
 
 /* Every attached thread, newest first. Walk and modify only under the

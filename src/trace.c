@@ -299,11 +299,60 @@ static void name_field(struct prof_stage *s)
         prof_buf_json_string(&buf, s->name);
 }
 
+/* Where a zone goes on its thread's track. Ticks become nanoseconds at the
+ * clock rate of the moment a record is drained, and the collector re-fits
+ * that rate as the run goes: a parent drained after a re-fit could start a
+ * few nanoseconds after a child drained before it, or a zone begin a few
+ * nanoseconds before its predecessor ended. Viewers draw such zones wrong
+ * (or not at all), so each zone is moved, by those few nanoseconds, to
+ * where the order of its ticks puts it: after everything written before it
+ * that it does not contain, around everything it does contain (the zones
+ * below it written since its parent last ended: records arrive in the
+ * order their zones end). */
+void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, uint64_t *end)
+{
+    uint32_t d = depth > PROF_MAX_DEPTH_ - 1 ? PROF_MAX_DEPTH_ - 1 : depth;
+    uint64_t first = 0, floor = UINT64_MAX;
+
+    for (uint32_t k = d + 1; k <= t->trace_depth; k++) {
+        if (t->trace_first[k] == 0)
+            continue;
+        if (first == 0 || t->trace_first[k] < first)
+            first = t->trace_first[k];
+        if (t->trace_floor[k] < floor)
+            floor = t->trace_floor[k];
+        t->trace_first[k] = 0;
+    }
+    if (first == 0)
+        floor = t->trace_end;   /* no children: after all that came before */
+    if (*start < floor)
+        *start = floor;
+    if (first != 0 && *start > first)
+        *start = first;
+    if (*end < *start)
+        *end = *start;
+    if (*end < t->trace_end)
+        *end = t->trace_end;
+    if (t->trace_first[d] == 0) {
+        t->trace_first[d] = *start;
+        t->trace_floor[d] = floor;
+    } else if (*start < t->trace_first[d]) {
+        t->trace_first[d] = *start;
+    }
+    if (d > t->trace_depth)
+        t->trace_depth = d;
+    t->trace_end = *end;
+}
+
 void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start_ns,
                      uint64_t dur_ns, uint32_t depth)
 {
+    uint64_t end_ns = start_ns + dur_ns;
+
     if (!room())
         return;
+    prof_trace_place(t, depth, &start_ns, &end_ns);
+    dur_ns = end_ns - start_ns;
     thread_meta(t);
     event_start();
     name_field(s);

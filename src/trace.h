@@ -16,6 +16,10 @@ int prof_trace_active(void);
 
 void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start_ns,
                      uint64_t dur_ns, uint32_t depth);
+/* Where prof_trace_zone() puts a zone on t's track: [*start, *end] moved,
+ * by the few nanoseconds clock re-fits shift, so that t's zones nest as
+ * their ticks do. Zones must come in the order they ended. */
+void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, uint64_t *end);
 void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint64_t start_ns,
                          uint64_t end_ns);
 void prof_trace_counter(struct prof_thread *t, const char *name, uint64_t ts_ns, double value);

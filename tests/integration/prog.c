@@ -11,6 +11,10 @@
  *   steps N [US]        N iterations of about US microseconds (250), zone
  *                       "iter <i>" (+ "inner") each, prof_step() after each
  *   many N              N zones, flushing every 5000 (trace size cap)
+ *   refit N             a thread records N outer zones, each around 8
+ *                       back-to-back inner ones, while the main thread
+ *                       flushes without pause (each drain re-fits the
+ *                       clock rate)
  *   fork N              N children each recording zones, waited for
  *   fork_threads N      two threads record without pause while the main
  *                       thread forks N times; each child records, flushes
@@ -234,6 +238,39 @@ static int mode_many(long n)
             prof_flush();
         }
     }
+    return 0;
+}
+
+static int refit_done;
+
+static void *refit_worker(void *arg)
+{
+    long n = *(const long *)arg;
+
+    prof_thread_name("refit");
+    for (long i = 0; i < n; i++) {
+        PROF_ZONE("outer");
+        for (int j = 0; j < 8; j++) {
+            PROF_ZONE("inner");
+        }
+    }
+    __atomic_store_n(&refit_done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int mode_refit(long n)
+{
+    pthread_t t;
+    long flushes = 0;
+
+    if (pthread_create(&t, NULL, refit_worker, &n) != 0)
+        FAIL("pthread_create");
+    while (!__atomic_load_n(&refit_done, __ATOMIC_ACQUIRE)) {
+        prof_flush();
+        flushes++;
+    }
+    pthread_join(t, NULL);
+    printf("flushes=%ld\n", flushes);
     return 0;
 }
 
@@ -462,6 +499,8 @@ int main(int argc, char **argv)
         return mode_steps(n, argc > 3 ? strtol(argv[3], NULL, 10) : 250);
     if (strcmp(mode, "many") == 0)
         return mode_many(n);
+    if (strcmp(mode, "refit") == 0)
+        return mode_refit(n);
     if (strcmp(mode, "fork") == 0)
         return mode_fork(n);
     if (strcmp(mode, "fork_threads") == 0)

@@ -1,0 +1,120 @@
+/* trace_place.c - the trace keeps a thread's zones nested as their ticks
+ * are, although the collector converts ticks to nanoseconds with a clock
+ * rate it re-fits between drains.
+ *
+ * A random tree of zones in ticks (siblings back to back, gaps of 0-2
+ * ticks), converted batch by batch with offsets that jump by up to +-15 ns
+ * (what a re-fit shifts), goes through prof_trace_place() in the order the
+ * zones end. Checked, for every pair of zones: one inside the other in
+ * ticks => inside in the trace; one before the other => before; and no
+ * zone moved further than the jumps. With one exact conversion, nothing
+ * moves at all. */
+#include <prof.h>
+
+#include "check.h"
+#include "registry.h"
+#include "trace.h"
+
+#define MAX_ZONES 4000
+
+struct zone {
+    uint64_t ts, te;          /* ticks */
+    uint64_t s, e;            /* ns as converted, then as placed */
+    uint32_t depth;
+};
+
+static struct zone z[MAX_ZONES];
+static int nz;
+static uint64_t seed = 42;
+
+static uint32_t rnd(uint32_t n)
+{
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(seed >> 33) % n;
+}
+
+/* Zones from tick t at depth d, siblings back to back; returns the tick
+ * after the last one. Appended in the order they end (post-order). */
+static uint64_t gen(uint64_t t, uint32_t depth, int siblings)
+{
+    for (int i = 0; i < siblings && nz < MAX_ZONES - 64; i++) {
+        uint64_t start = t + rnd(3), end;
+
+        end = depth < 5 && rnd(3) ? gen(start + rnd(3), depth + 1, 1 + (int)rnd(4))
+                                  : start + 1 + rnd(4);
+        end += rnd(3);
+        z[nz].ts = start;
+        z[nz].te = end;
+        z[nz].depth = depth;
+        nz++;
+        t = end;
+    }
+    return t;
+}
+
+/* Returns how many zones had to move. */
+static int place_all(int jitter)
+{
+    int moved = 0;
+
+    struct prof_thread *t = calloc(1, sizeof *t);
+    int64_t offset = 0;
+
+    CHECK(t != NULL);
+    for (int i = 0; i < nz; i++) {
+        if (jitter && i % 7 == 0)
+            offset = (int64_t)rnd(31) - 15;   /* a new drain, a new rate */
+        z[i].s = (uint64_t)((int64_t)(1000000 + z[i].ts * 10) + offset);
+        z[i].e = (uint64_t)((int64_t)(1000000 + z[i].te * 10) + offset);
+        {
+            uint64_t s0 = z[i].s, e0 = z[i].e;
+
+            prof_trace_place(t, z[i].depth, &z[i].s, &z[i].e);
+            if (!jitter) {
+                CHECK_EQ(z[i].s, s0);
+                CHECK_EQ(z[i].e, e0);
+            }
+            CHECK(z[i].s + 30 >= s0 && z[i].s <= s0 + 30);
+            CHECK(z[i].e + 30 >= e0 && z[i].e <= e0 + 30);
+            moved += z[i].s != s0 || z[i].e != e0;
+        }
+    }
+    free(t);
+    return moved;
+}
+
+static void check_order(void)
+{
+    for (int i = 0; i < nz; i++) {
+        CHECK(z[i].s <= z[i].e);
+        for (int j = 0; j < nz; j++) {
+            if (i == j)
+                continue;
+            if (z[j].ts >= z[i].ts && z[j].te <= z[i].te && z[j].depth > z[i].depth)
+                CHECK_MSG(z[j].s >= z[i].s && z[j].e <= z[i].e,
+                          "zone %d (depth %u) not inside zone %d (depth %u)", j, z[j].depth, i,
+                          z[i].depth);
+            else if (z[i].te <= z[j].ts)
+                CHECK_MSG(z[i].e <= z[j].s, "zone %d ends after zone %d starts", i, j);
+        }
+    }
+}
+
+int main(void)
+{
+    int moved = 0;
+
+    for (int round = 0; round < 20; round++) {
+        nz = 0;
+        gen(1000, 0, 40);
+        CHECK_GT(nz, 100);
+
+        CHECK_EQ(place_all(0), 0);   /* exact conversion: nothing moves */
+        check_order();
+
+        moved += place_all(1);
+        check_order();
+    }
+    CHECK_GT(moved, 0);   /* the jitter did disorder zones, and they were repaired */
+    return 0;
+}
