@@ -472,14 +472,19 @@ void prof_periodic_locked(uint64_t now)
     const struct prof_config *cfg = prof_config_get();
     uint64_t due = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
 
+    /* A forked child that has recorded nothing stays silent (as at exit). */
+    int quiet = prof_rt.forked_from && prof_stats_nstages() == 0;
+
     summary_write_pending_locked();
     /* A step whose record was dropped (full ring) still gets its summary. */
     if (cfg->every_steps && due > prof_rt.summary_step_done) {
         prof_rt.summary_step_done = due;
-        prof_summary_emit_locked(PROF_KIND_PERIODIC);
+        if (!quiet)
+            prof_summary_emit_locked(PROF_KIND_PERIODIC);
     }
     if (cfg->every_ns && now >= prof_rt.next_summary_ns) {
-        prof_summary_emit_locked(PROF_KIND_PERIODIC);
+        if (!quiet)
+            prof_summary_emit_locked(PROF_KIND_PERIODIC);
         prof_rt.next_summary_ns = now + cfg->every_ns;
     }
 }

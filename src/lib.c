@@ -111,6 +111,8 @@ static void atfork_child(void)
     prof_cuda_atfork_child();
     prof_trace_atfork_child();
     prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
+    /* The child's summary period starts with the child. */
+    prof_rt.next_summary_ns = prof_rt.start_ns + prof_config_get()->every_ns;
     prof_rt.window_start_step = prof_rt.summary_step_done = prof_steps;
     prof_rt.dropped = prof_rt.dropped_window = 0;
     __atomic_store_n(&prof_pending_signal, 0, __ATOMIC_RELAXED);

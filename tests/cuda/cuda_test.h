@@ -306,4 +306,15 @@ static inline long trace_gpu_events(const char *path, struct gpu_event *out, lon
     return n;
 }
 
+/* The start most tests share: the fake opened, prof's messages captured,
+ * recording on, a context current on device 0; returns a new stream. */
+static inline CUstream fake_start(struct fake *f)
+{
+    fake_open(f);
+    log_capture();
+    prof_enable(1);
+    CHECK(fake_context(f, 0) != NULL);
+    return fake_stream(f);
+}
+
 #endif

@@ -36,11 +36,7 @@ int main(void)
      * ASan with the threads quiescent. */
     SKIP("GCC 12's AddressSanitizer allocator is not fork-safe with other threads running");
 #endif
-    fake_open(&f);
-    log_capture();
-    prof_enable(1);
-    CHECK(fake_context(&f, 0) != NULL);
-    s = fake_stream(&f);
+    s = fake_start(&f);
     f.set_delay_us(1000);
     for (i = 0; i < N; i++) {
         PROF_CUDA_ZONE("parent", s);

@@ -14,11 +14,7 @@ int main(void)
     CUstream s;
     int i;
 
-    fake_open(&f);
-    log_capture();
-    prof_enable(1);
-    CHECK(fake_context(&f, 0) != NULL);
-    s = fake_stream(&f);
+    s = fake_start(&f);
     f.set_delay_us(DELAY_US);
 
     /* The first zone loads the driver and makes the pool: not measured. */

@@ -15,11 +15,7 @@ int main(void)
     CUstream s, s2;
     int i;
 
-    fake_open(&f);
-    log_capture();
-    prof_enable(1);
-    CHECK(fake_context(&f, 0) != NULL);
-    s = fake_stream(&f);
+    s = fake_start(&f);
 
     while (done < TOTAL) {
         for (i = 0; i < BATCH; i++) {

@@ -13,11 +13,7 @@ int main(void)
     uint64_t t0, dt;
     int i;
 
-    fake_open(&f);
-    log_capture();
-    prof_enable(1);
-    CHECK(fake_context(&f, 0) != NULL);
-    a = fake_stream(&f);
+    a = fake_start(&f);
     b = fake_stream(&f);
 
     for (i = 0; i < N; i++) {

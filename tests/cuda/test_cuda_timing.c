@@ -63,11 +63,7 @@ int main(void)
     long n;
     int i;
 
-    fake_open(&f);
-    log_capture();
-    prof_enable(1);
-    CHECK(fake_context(&f, 0) != NULL);
-    s = fake_stream(&f);
+    s = fake_start(&f);
 
     /* Idle stream: each zone's GPU time is its kernel. */
     for (i = 0; i < N; i++) {

@@ -9,7 +9,7 @@
  * inside a zone of its own; the children take turns:
  *   0  record 10 zones, check prof_stats() sees exactly those (the parent's
  *      statistics are gone), exit() normally: final summary, trace closed;
- *   1  record zones and _exit(0): no atexit, nothing more written;
+ *   1  record zones and _exit(0): no atexit, no final summary;
  *   2  exec this program ("exec-child"): a fresh runtime records 5 zones;
  *   3  record nothing and exit(): prints nothing (docs/CONFIG.md).
  * A child that does not exit within 20 s is a deadlock: it is killed and

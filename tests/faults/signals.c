@@ -18,7 +18,6 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
 
 #include <prof.h>
 
@@ -243,19 +242,6 @@ static int mode_exit_thread(void)
  * call a shipped, instrumented program makes must leave no trace: no extra
  * thread, no trace file, nothing printed at exit. */
 
-static int count_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    int n = 0;
-
-    CHECK(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 static int mode_off(void)
 {
     prof_stage_stats st;
@@ -271,7 +257,7 @@ static int mode_off(void)
     prof_step();
     CHECK(prof_intern("off.name") != NULL);
     CHECK_EQ(prof_thread_name("off-main"), 0);
-    CHECK_EQ(count_threads(), 1);
+    CHECK_EQ(test_threads_now(), 1);
     CHECK_MSG(access(trace, F_OK) != 0, "prof is off but the trace file %s exists", trace);
     CHECK_EQ(prof_flush(), -ESRCH);
     CHECK_EQ(prof_stats("off.zone", &st), -ESRCH);

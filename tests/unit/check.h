@@ -17,6 +17,7 @@
 #ifndef PROF_TEST_CHECK_H
 #define PROF_TEST_CHECK_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -127,6 +128,29 @@
 #ifndef TEST_TSAN
 #  define TEST_TSAN 0
 #endif
+
+/* The process's threads now (/proc/self/task); skips the test without
+ * /proc. */
+static inline int test_threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        SKIP("no /proc/self/task");
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The thread count, where it says something about the library. */
+#define CHECK_THREADS(n)                                                      \
+    do {                                                                      \
+        if (!TEST_TSAN)                                                       \
+            CHECK_EQ(test_threads_now(), (n));                                \
+    } while (0)
 
 static inline long test_scale(long n)
 {

@@ -8,32 +8,9 @@
  *                   is ever recorded. */
 #include <prof.h>
 
-#include <dirent.h>
 #include <malloc.h>
 
 #include "check.h"
-
-/* The process's thread count, where it says something: ThreadSanitizer
- * starts threads of its own. */
-#define CHECK_THREADS(n)                                                      \
-    do {                                                                      \
-        if (!TEST_TSAN)                                                       \
-            CHECK_EQ(threads_now(), (n));                                     \
-    } while (0)
-
-static int threads_now(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        SKIP("no /proc/self/task");
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 static size_t heap_in_use(void)
 {
@@ -84,7 +61,7 @@ int main(int argc, char **argv)
 {
     int forced = argc > 1 && strcmp(argv[1], "forced") == 0;
     long n = test_scale(1000000);
-    int threads0 = threads_now();
+    int threads0 = test_threads_now();
     size_t heap0;
 
     if (forced) {
@@ -110,7 +87,7 @@ int main(int argc, char **argv)
     /* Naming a thread is part of instrumented code too (a loader thread
      * names itself when it starts): off, it must not start the runtime. */
     CHECK_EQ(prof_thread_name("named while off"), 0);
-    CHECK_MSG(TEST_TSAN || threads_now() == threads0,
+    CHECK_MSG(TEST_TSAN || test_threads_now() == threads0,
               "prof_thread_name() started a thread while off");
     check_nothing_recorded();
 

@@ -12,17 +12,8 @@
  *            the thread in prof_shutdown (the final one). */
 #include <prof.h>
 
-#include <dirent.h>
 
 #include "check.h"
-
-/* The process's thread count, where it says something: ThreadSanitizer
- * starts threads of its own. */
-#define CHECK_THREADS(n)                                                      \
-    do {                                                                      \
-        if (!TEST_TSAN)                                                       \
-            CHECK_EQ(threads_now(), (n));                                     \
-    } while (0)
 
 static int finals, periodics;
 static int handler_flush = 1, handler_shutdown = 1;
@@ -47,19 +38,6 @@ static void handler(void *user, const char *text, int kind)
     }
 }
 
-static int threads_now(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    int n = 0;
-
-    CHECK(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 static void zones(int n)
 {
     for (int i = 0; i < n; i++) {
@@ -70,7 +48,7 @@ static void zones(int n)
 static void test_before(void)
 {
     prof_stage_stats st;
-    int threads0 = threads_now();
+    int threads0 = test_threads_now();
 
     CHECK_EQ(prof_enabled(), 1);      /* PROF=1 */
     CHECK_EQ(prof_shutdown(), 0);
@@ -85,7 +63,7 @@ static void test_before(void)
 
 static void test_twice(void)
 {
-    int threads0 = threads_now();
+    int threads0 = test_threads_now();
 
     zones(100);
     CHECK_EQ(test_count("z"), 100);
