@@ -205,6 +205,10 @@ void prof_collect_locked(void)
     struct prof_thread **link = &prof_threads;
     uint64_t lost;
 
+    /* A step record is pushed before its summary is marked due, so once this
+     * drain is over, the record of this step has been taken unless a full
+     * ring dropped it (prof_periodic_locked). */
+    prof_rt.step_due_drained = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
     prof_clock_calibrate();
     while (*link != NULL) {
         struct prof_thread *t = *link;
@@ -470,13 +474,16 @@ void prof_final_report_locked(void)
 void prof_periodic_locked(uint64_t now)
 {
     const struct prof_config *cfg = prof_config_get();
-    uint64_t due = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
+    uint64_t due = prof_rt.step_due_drained;
 
     /* A forked child that has recorded nothing stays silent (as at exit). */
     int quiet = prof_rt.forked_from && prof_stats_nstages() == 0;
 
     summary_write_pending_locked();
-    /* A step whose record was dropped (full ring) still gets its summary. */
+    /* A step whose record was dropped (full ring) still gets its summary.
+     * Only a step marked due before the last drain began counts: a later
+     * one's record may still be in its ring, and taking it here would
+     * swallow the summaries of the steps before it. */
     if (cfg->every_steps && due > prof_rt.summary_step_done) {
         prof_rt.summary_step_done = due;
         if (!quiet)

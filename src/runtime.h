@@ -23,6 +23,7 @@ struct prof_runtime {
     uint64_t window_start_step;
     uint64_t next_summary_ns;     /* PROF_SUMMARY_EVERY=Ns */
     uint64_t summary_step_done;   /* last step a periodic summary covered */
+    uint64_t step_due_drained;    /* prof_summary_step_due as the last drain began */
     uint64_t dropped;             /* records lost, all threads, whole run */
     uint64_t dropped_window;
     uint64_t lost_memory;         /* records the collector could not keep */
