@@ -217,6 +217,7 @@ void prof_collect_locked(void)
 
         drain(t);
         if (exited) {
+            prof_stats_thread_gone(t);
             *link = t->next;
             prof_thread_free(t);
         } else {

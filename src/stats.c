@@ -10,8 +10,10 @@
  * (stage, parent path). A parent's node exists once one of its zones ended;
  * for a zone still running (an "epoch" that lasts hours) the tree builder
  * reads the open-zone stacks of the live threads, recomputes their path
- * hashes and creates the nodes that children point to. Each stage is shown
- * once, under the parent stage of its heaviest node. */
+ * hashes and creates the nodes that children point to; a thread that exits
+ * with zones still open (pthread_exit, pthread_cancel in C) leaves them the
+ * same way as it is freed. Each stage is shown once, under the parent stage
+ * of its heaviest node. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +218,45 @@ size_t prof_stats_nstages(void)
     return by_name.len;
 }
 
+/* Create the nodes of the zones open on t's stack that an ended zone
+ * names as its parent. Returns -ENOMEM when a stage could not be made. */
+static int attach_open_stack(const struct prof_thread *t)
+{
+    uint32_t path[PROF_MAX_DEPTH_ + 1];
+    const char *names[PROF_MAX_DEPTH_];
+    uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED);
+
+    if (depth > PROF_MAX_DEPTH_)
+        depth = PROF_MAX_DEPTH_;
+    path[0] = PROF_PATH_ROOT_;
+    for (uint32_t d = 0; d < depth; d++) {
+        names[d] = __atomic_load_n(&t->hot.names[d], __ATOMIC_RELAXED);
+        path[d + 1] = prof_path_mix_(path[d], names[d]);
+    }
+    /* The stack may have moved while we read it; a torn read gives hashes
+     * that no record refers to, so nothing is attached to them. Only add
+     * the prefix that ends at a hash some node waits for. */
+    for (uint32_t d = depth; d >= 1; d--) {
+        int wanted = 0;
+        for (size_t i = 0; i < nodes.cap && !wanted; i++) {
+            struct node *n = nodes.values[i];
+            wanted = nodes.keys[i] != 0 && n->parent == path[d];
+        }
+        if (!wanted || prof_map_get(&nodes, path[d]) != NULL)
+            continue;
+        for (uint32_t k = 1; k <= d; k++) {
+            struct prof_stage *s;
+            if (prof_map_get(&nodes, path[k]) != NULL)
+                continue;
+            if ((s = prof_stats_stage(names[k - 1], 0)) == NULL)
+                return -ENOMEM;
+            node_get(path[k], path[k - 1], s);
+        }
+        break;
+    }
+    return 0;
+}
+
 /* Create the nodes of zones that are still open on live threads, where an
  * ended zone names them as its parent. */
 static void resolve_open_parents(void)
@@ -230,40 +271,17 @@ static void resolve_open_parents(void)
     }
     if (!missing)
         return;
-    for (struct prof_thread *t = prof_threads; t != NULL; t = t->next) {
-        uint32_t path[PROF_MAX_DEPTH_ + 1];
-        const char *names[PROF_MAX_DEPTH_];
-        uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED);
+    for (struct prof_thread *t = prof_threads; t != NULL; t = t->next)
+        if (attach_open_stack(t) != 0)
+            return;
+}
 
-        if (depth > PROF_MAX_DEPTH_)
-            depth = PROF_MAX_DEPTH_;
-        path[0] = PROF_PATH_ROOT_;
-        for (uint32_t d = 0; d < depth; d++) {
-            names[d] = __atomic_load_n(&t->hot.names[d], __ATOMIC_RELAXED);
-            path[d + 1] = prof_path_mix_(path[d], names[d]);
-        }
-        /* The stack may have moved while we read it; a torn read gives
-         * hashes that no record refers to, so nothing is attached to them.
-         * Only add the prefix that ends at a hash some node waits for. */
-        for (uint32_t d = depth; d >= 1; d--) {
-            int wanted = 0;
-            for (size_t i = 0; i < nodes.cap && !wanted; i++) {
-                struct node *n = nodes.values[i];
-                wanted = nodes.keys[i] != 0 && n->parent == path[d];
-            }
-            if (!wanted || prof_map_get(&nodes, path[d]) != NULL)
-                continue;
-            for (uint32_t k = 1; k <= d; k++) {
-                struct prof_stage *s;
-                if (prof_map_get(&nodes, path[k]) != NULL)
-                    continue;
-                if ((s = prof_stats_stage(names[k - 1], 0)) == NULL)
-                    return;
-                node_get(path[k], path[k - 1], s);
-            }
-            break;
-        }
-    }
+void prof_stats_thread_gone(const struct prof_thread *t)
+{
+    /* Its open-zone stack is about to be freed: the nodes its children
+     * point to must exist before it goes, or they lose their parent. */
+    if (__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) > 0)
+        attach_open_stack(t);
 }
 
 /* True when an ancestor of n runs the same stage (recursion). */

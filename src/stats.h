@@ -13,6 +13,8 @@
 
 #include "hist.h"
 
+struct prof_thread;
+
 struct prof_acc {
     uint64_t count, total, self, min, max;
     struct prof_hist hist;
@@ -60,6 +62,10 @@ void prof_stats_zone(struct prof_stage *s, uint32_t parent_path, const char *raw
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur_ns);
 void prof_stats_counter(const char *raw_name, double value);
 void prof_stats_mark(const char *raw_name);
+/* Thread t exited and is about to be freed: keep the zones it left open
+ * (pthread_exit inside a zone) as the parents of the zones it ended in
+ * them. Collector, lock held. */
+void prof_stats_thread_gone(const struct prof_thread *t);
 
 /* Rows in summary order. */
 struct prof_row {

@@ -119,7 +119,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_buf_printf(b, "%*s%s%*s", (int)(2 * r->rows[i].depth), "", name,
                         (int)(width - 2 * r->rows[i].depth - cols_used), "");
         if (st.count == 0) {
-            prof_buf_printf(b, " %10s  (running, nothing ended yet)\n", "0");
+            prof_buf_printf(b, " %10s  (open, none ended)\n", "0");
             continue;
         }
         fmt_dur(d[0], 24, (double)st.total_ns);

@@ -241,7 +241,7 @@ static inline char *test_summary(int format)
     size_t cap = 4096;
 
     for (;;) {
-        char *buf = malloc(cap);
+        char *buf = (char *)malloc(cap);   /* cast: C++ includes this too */
         int n;
 
         if (buf == NULL)

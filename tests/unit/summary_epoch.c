@@ -66,7 +66,7 @@ int main(void)
     CHECK_STR_CONTAINS(text, "\n  batch ");
     CHECK_STR_CONTAINS(text, "\n    forward ");
     CHECK_STR_CONTAINS(text, "\n    backward ");
-    CHECK_STR_CONTAINS(text, "running");
+    CHECK_STR_CONTAINS(text, "(open, none ended)");
     free(text);
 
     PROF_ZONE_END(batch);
