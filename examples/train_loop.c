@@ -8,7 +8,9 @@
  *     PROF=1 PROF_SUMMARY_EVERY=100steps PROF_TRACE=train.json ./train_loop
  *
  * Options: --steps N (default 300), --scale X (multiplies every duration),
- * --fast-data (removes the slow data stage: try it with prof-diff). */
+ * --fast-data (removes the slow data stage: try it with prof-diff),
+ * --slow STAGE[=X] (the own work of one stage, e.g. attention, X times longer,
+ * default 1.2: a known regression for prof-diff to find). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,8 @@ static struct queue q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
 static int steps = 300;
 static double scale = 1.0;
 static int fast_data;
+static const char *slow_stage = "";
+static double slow_factor = 1.0;
 
 /* Spin for about us microseconds of CPU work: sleeping would not look like
  * compute in a profile. */
@@ -46,6 +50,12 @@ static void work(double us)
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while ((double)(t.tv_sec - t0.tv_sec) * 1e6 + (double)(t.tv_nsec - t0.tv_nsec) / 1e3 <
              us * scale);
+}
+
+/* The --slow factor of a stage's own work (1 for every other stage). */
+static double slow(const char *stage)
+{
+    return strcmp(stage, slow_stage) == 0 ? slow_factor : 1.0;
 }
 
 /* Deterministic jitter in [0.8, 1.2]. */
@@ -67,11 +77,12 @@ static void *loader(void *arg)
                 PROF_ZONE("read");
                 /* Every 25th batch misses the cache and takes longer than
                  * the queue can hide: the training step waits for it. */
-                work((!fast_data && i % 25 == 0 ? 30000.0 : 300.0) * jitter(&seed));
+                work((!fast_data && i % 25 == 0 ? 30000.0 : 300.0) * slow("read") *
+                     jitter(&seed));
             }
             {
                 PROF_ZONE("decode");
-                work(400.0 * jitter(&seed));
+                work(400.0 * slow("decode") * jitter(&seed));
             }
         }
         pthread_mutex_lock(&q.lock);
@@ -108,7 +119,7 @@ static int next_batch(void)
 static void layer(const char *name, double us, unsigned *seed)
 {
     PROF_ZONE(name);
-    work(us * jitter(seed));
+    work(us * slow(name) * jitter(seed));
 }
 
 int main(int argc, char **argv)
@@ -124,8 +135,17 @@ int main(int argc, char **argv)
             scale = atof(argv[++i]);
         else if (strcmp(argv[i], "--fast-data") == 0)
             fast_data = 1;
-        else {
-            fprintf(stderr, "usage: %s [--steps N] [--scale X] [--fast-data]\n", argv[0]);
+        else if (strcmp(argv[i], "--slow") == 0 && i + 1 < argc) {
+            char *eq = strchr(argv[++i], '=');
+            slow_stage = argv[i];
+            slow_factor = 1.2;
+            if (eq != NULL) {
+                *eq = '\0';
+                slow_factor = atof(eq + 1);
+            }
+        } else {
+            fprintf(stderr, "usage: %s [--steps N] [--scale X] [--fast-data] [--slow STAGE[=X]]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -150,11 +170,11 @@ int main(int argc, char **argv)
         }
         {
             PROF_ZONE("backward");
-            work(2600 * jitter(&seed));
+            work(2600 * slow("backward") * jitter(&seed));
         }
         {
             PROF_ZONE("optimizer_step");
-            work(300 * jitter(&seed));
+            work(300 * slow("optimizer_step") * jitter(&seed));
         }
         loss = loss * 0.99 + 0.01 * jitter(&seed) * 0.3;
         PROF_COUNTER("loss", loss);

@@ -15,7 +15,10 @@
  * costs one load of a global flag.
  *
  * Threading: every function here may be called from any thread. Zones are
- * per thread: a zone ends on the thread that began it.
+ * per thread: a zone ends on the thread that began it. An end on another
+ * thread is refused and counted with the dropped records (the beginning
+ * thread's nesting is repaired); zones may end out of order and nest to any
+ * depth (docs/CONFIG.md).
  *
  * Names: a zone, counter or mark name is a pointer that must stay valid for
  * the life of the process: a string literal, __func__, or the result of
@@ -28,7 +31,8 @@
  *
  * Define PROF_DISABLE before including this header (meson option
  * `-Dprof_disable=true` for users of the dependency) to compile every macro
- * out; the types and functions remain declared.
+ * out and make every call an inline no-op (listed at the end of this
+ * header): the program then needs no libprof at all.
  */
 #ifndef PROF_H
 #define PROF_H
@@ -212,6 +216,70 @@ typedef void (*prof_log_fn)(void *user, const char *message);
 PROF_API void prof_set_logger(prof_log_fn fn, void *user);
 
 /* ------------------------------------------------------------------------ */
+/* Windows and ranks                                                         */
+
+/* The numbers of the last window a periodic summary showed
+ * (PROF_SUMMARY_EVERY): the same stages, in the same order and with the
+ * same values as that summary's window (its JSON "window" section). Fill out[0..cap) and
+ * return how many stages there are (which may exceed cap); stages with no
+ * zone ended in the window are listed with count 0, as in the summary.
+ * *window_end_step (may be NULL) gets the step count at which the window
+ * closed. Does not flush: call prof_flush() first to close a window that
+ * is due. Returns -ENOENT while no periodic summary has closed a window
+ * (since the start or prof_reset()), -ESRCH when recording never started,
+ * -EINVAL for out == NULL with cap > 0. */
+PROF_API int prof_window_stats_list(prof_stage_stats *out, size_t cap,
+                                    uint64_t *window_end_step);
+
+/* Steps counted so far (what the last prof_step() returned), without
+ * stepping. */
+PROF_API uint64_t prof_step_count(void);
+
+/* Cross-rank summaries: the parts prof_mpi.h and Python's prof.distributed
+ * are built from (docs/DISTRIBUTED.md). At a step that closes a window,
+ * every rank packs its last window into a block of PROF_RANKS_BLOCK_SIZE
+ * bytes, the job's own communicator gathers the blocks of all ranks in
+ * rank order, and one rank prints the cross-rank table. libprof never
+ * talks to another process itself. */
+#define PROF_RANKS_MAX_STAGES 64        /* the heaviest stages a rank sends */
+#define PROF_RANKS_BLOCK_SIZE 7232      /* bytes per rank and window */
+
+/* Start cross-rank summaries in this process. On success *every_steps gets
+ * the window length N (PROF_SUMMARY_EVERY=Nsteps): every rank must gather
+ * at each step that is a multiple of N; *timeout_ns (may be NULL) gets how
+ * long a gather may wait for the other ranks (PROF_RANKS_TIMEOUT, default
+ * 60s). From then on this rank's own periodic summaries are not printed
+ * (the final one still is). Idempotent. Returns 0; -EINVAL when the windows
+ * are time-based (ranks agree on steps, not on seconds) and -ENOENT when
+ * there are no periodic summaries, each said once in a message; -EPERM
+ * under PROF_RANKS=0; -ECANCELED after prof_ranks_abandon(). */
+PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns);
+
+/* Flush (so that the window due at this step is closed), then pack this
+ * rank's last window into block[0..size). A rank with no window packs an
+ * empty block: it still takes part in the gather. Returns 0, or -EINVAL
+ * for a NULL block or size < PROF_RANKS_BLOCK_SIZE. */
+PROF_API int prof_ranks_pack(void *block, size_t size, int rank);
+
+/* Format the cross-rank table of nranks blocks (laid end to end, rank
+ * order) into buf like snprintf: returns the length the whole text needs;
+ * format is PROF_FORMAT_TEXT, PROF_FORMAT_JSON or PROF_FORMAT_DEFAULT
+ * (PROF_SUMMARY_FORMAT). Blocks that cannot be read are named in the
+ * table. Negative errno on failure. */
+PROF_API int prof_ranks_format(const void *blocks, size_t nranks, int format, char *buf,
+                               size_t size);
+
+/* Format the table as PROF_SUMMARY_FORMAT says and write it where the
+ * summaries go (PROF_SUMMARY, or the summary handler, as a periodic
+ * summary). Returns 0 or a negative errno. */
+PROF_API int prof_ranks_emit(const void *blocks, size_t nranks);
+
+/* A gather failed or timed out: say so once (naming why), stop cross-rank
+ * summaries in this process for good and print this rank's own periodic
+ * summaries again. */
+PROF_API void prof_ranks_abandon(const char *why);
+
+/* ------------------------------------------------------------------------ */
 /* GPU zones (CUDA). stream is a CUstream / cudaStream_t (NULL: the legacy
  * default stream). The GPU time of work enqueued on stream between begin and
  * end becomes a stage "<name> [gpu]"; the CPU time of the block is the stage
@@ -240,6 +308,9 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *zone);
 
 #if defined(PROF_DISABLE)
 
+/* Compiled out: sizeof keeps the arguments type-checked and "used" without
+ * evaluating them. The API calls become inline no-ops at the end of this
+ * header, so nothing here needs the library. */
 #  define PROF_ZONE(name) ((void)sizeof(name))
 #  define PROF_FUNC() ((void)0)
 #  define PROF_ZONE_BEGIN(var, name) prof_zone var = {0, 0, 0, 0, 0}
@@ -247,6 +318,26 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *zone);
 #  define PROF_CUDA_ZONE(name, stream) ((void)sizeof(name), (void)sizeof(stream))
 #  define PROF_COUNTER(name, value) ((void)sizeof(name), (void)sizeof(value))
 #  define PROF_MARK(name) ((void)sizeof(name))
+#  ifdef __cplusplus
+}  /* extern "C" */
+namespace prof {
+/* The RAII types still exist, so code that names them compiles; they
+ * record nothing. */
+class Zone {
+public:
+    explicit Zone(const char *) {}
+    Zone(const Zone &) = delete;
+    Zone &operator=(const Zone &) = delete;
+};
+class CudaZone {
+public:
+    CudaZone(const char *, void *) {}
+    CudaZone(const CudaZone &) = delete;
+    CudaZone &operator=(const CudaZone &) = delete;
+};
+}  /* namespace prof */
+extern "C" {
+#  endif
 
 #elif defined(__cplusplus)
 
@@ -271,20 +362,143 @@ public:
 private:
     prof_cuda_zone zone_;
 };
+
+/* PROF_FUNC()'s name: where the qualified name lies in a
+ * __PRETTY_FUNCTION__ string ("static void ns::Encoder::run(int) const",
+ * "ns::Encoder::run()::<lambda()>" from gcc, "auto ns::Encoder::run()::
+ * (lambda at f.cpp:3:5)::operator()() const" from clang). The parameter
+ * list is the first '(' outside <>, (), [] and {} that follows a name; the
+ * name starts after the last space before it at that level; "operator..."
+ * names are stepped over whole. Not API. */
+#  if __cplusplus >= 201402L
+#    define PROF_CONSTEXPR14_ constexpr
+#  else
+#    define PROF_CONSTEXPR14_ inline
+#  endif
+struct FuncSpan_ {
+    size_t begin, end;
+    bool lambda;
+};
+
+PROF_CONSTEXPR14_ bool func_name_char_(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '>';
+}
+
+PROF_CONSTEXPR14_ bool func_starts_(const char *s, size_t n, size_t i, const char *word)
+{
+    for (; *word != '\0'; word++, i++)
+        if (i >= n || s[i] != *word)
+            return false;
+    return true;
+}
+
+PROF_CONSTEXPR14_ FuncSpan_ func_span_(const char *s, size_t n)
+{
+    FuncSpan_ r = {0, n, false};
+    size_t depth = 0, i = 0;
+
+    for (; i < n; i++) {
+        char c = s[i];
+        if (depth == 0 && func_starts_(s, n, i, "operator") &&
+            (i == 0 || !func_name_char_(s[i - 1]))) {
+            /* "operator()", "operator<<", "operator new": up to the '(' of
+             * the parameter list. */
+            i += 8;
+            if (func_starts_(s, n, i, "()"))
+                i += 2;
+            while (i < n && s[i] != '(')
+                i++;
+            break;
+        }
+        if (c == '<' || c == '[' || c == '{') {
+            depth++;
+        } else if (c == '>' || c == ']' || c == '}' || c == ')') {
+            if (depth > 0)
+                depth--;
+        } else if (c == '(') {
+            if (depth == 0 && i > r.begin && func_name_char_(s[i - 1]))
+                break;
+            depth++;    /* "(anonymous namespace)", a function-pointer type */
+        } else if (c == ' ' && depth == 0) {
+            r.begin = i + 1;
+        }
+    }
+    while (r.begin < i && (s[r.begin] == '*' || s[r.begin] == '&'))
+        r.begin++;
+    r.end = i;
+    for (; i < n; i++)
+        if (func_starts_(s, n, i, "::<lambda") || func_starts_(s, n, i, "::(lambda") ||
+            func_starts_(s, n, i, "::(anonymous class)"))
+            r.lambda = true;
+    return r;
+}
+
+/* Copies the name out of pretty[0..n) into out (room for n bytes, which
+ * always holds the name plus "::lambda": a lambda's pretty name is longer
+ * than that). */
+PROF_CONSTEXPR14_ void func_name_copy_(char *out, const char *pretty, size_t n)
+{
+    FuncSpan_ sp = func_span_(pretty, n > 0 ? n - 1 : 0);
+    size_t o = 0;
+
+    for (size_t i = sp.begin; i < sp.end && o + 1 < n; i++)
+        out[o++] = pretty[i];
+    if (sp.lambda)
+        for (const char *t = "::lambda"; *t != '\0' && o + 1 < n; t++)
+            out[o++] = *t;
+    out[o] = '\0';
+}
+
+#  if __cplusplus >= 201402L
+template <size_t N>
+struct FuncName_ {
+    char str[N];
+    constexpr explicit FuncName_(const char (&pretty)[N]) : str() { func_name_copy_(str, pretty, N); }
+};
+#  else
+inline const char *func_name_intern_(const char *pretty, size_t n)
+{
+    char buf[512];
+    if (n > sizeof buf)
+        return prof_intern(pretty);
+    func_name_copy_(buf, pretty, n);
+    return prof_intern(buf);
+}
+#  endif
 }  /* namespace prof */
 extern "C" {
 #  define PROF_ZONE(name) ::prof::Zone PROF_UNIQUE_(prof_zone_)(name)
-#  define PROF_FUNC() PROF_ZONE(__func__)
+/* C++: the qualified name, "Encoder::run" (namespaces and class template
+ * arguments included, return type and parameters left out), taken from
+ * __PRETTY_FUNCTION__; a zone in a lambda is "<enclosing function>::lambda".
+ * C++14 and later cut the name at compile time into a constant per call
+ * site; C++11 cuts it once per call site, on first use (a function-local
+ * static), and interns it. The zone itself costs what PROF_ZONE costs. */
+#  define PROF_FUNC() PROF_FUNC_AT_(PROF_UNIQUE_(prof_func_))
+#  if __cplusplus >= 201402L
+#    define PROF_FUNC_AT_(var) \
+    static constexpr ::prof::FuncName_<sizeof(__PRETTY_FUNCTION__)> \
+        PROF_CONCAT_(var, _name)(__PRETTY_FUNCTION__); \
+    ::prof::Zone var(PROF_CONCAT_(var, _name).str)
+#  else
+#    define PROF_FUNC_AT_(var) \
+    static const char *const PROF_CONCAT_(var, _name) = \
+        ::prof::func_name_intern_(__PRETTY_FUNCTION__, sizeof(__PRETTY_FUNCTION__)); \
+    ::prof::Zone var(PROF_CONCAT_(var, _name))
+#  endif
 #  define PROF_CUDA_ZONE(name, stream) \
     ::prof::CudaZone PROF_UNIQUE_(prof_cuda_zone_)((name), (void *)(stream))
 
 #else /* C */
 
 /* The zone ends when the enclosing block exits, through the cleanup
- * attribute (gcc, clang). */
+ * attribute (gcc, clang). Aligned so that the 32-byte zone never straddles
+ * two cache lines of the stack (that alone doubled an off zone's cost). */
 #  define PROF_ZONE(name) \
     prof_zone PROF_UNIQUE_(prof_zone_) \
-        __attribute__((cleanup(prof_zone_end_inline_), unused)) = prof_zone_begin_inline_(name)
+        __attribute__((cleanup(prof_zone_end_inline_), unused, aligned(32))) = prof_zone_begin_inline_(name)
 #  define PROF_FUNC() PROF_ZONE(__func__)
 #  define PROF_CUDA_ZONE(name, stream) \
     prof_cuda_zone PROF_UNIQUE_(prof_cuda_zone_) \
@@ -296,7 +510,8 @@ extern "C" {
 #if !defined(PROF_DISABLE)
 /* An explicit pair, for zones that do not match a block. The zone variable
  * is declared by PROF_ZONE_BEGIN. */
-#  define PROF_ZONE_BEGIN(var, name) prof_zone var = prof_zone_begin_inline_(name)
+#  define PROF_ZONE_BEGIN(var, name) \
+    prof_zone var __attribute__((aligned(32))) = prof_zone_begin_inline_(name)
 #  define PROF_ZONE_END(var) prof_zone_end_inline_(&(var))
 #  define PROF_COUNTER(name, value) prof_counter((name), (double)(value))
 #  define PROF_MARK(name) prof_mark(name)
@@ -312,7 +527,12 @@ extern "C" {
  * (acquire) and hands the slots back by advancing `tail` (release). Indices
  * run free and are masked on access, so the fill level is head - tail.  */
 
+/* Zones nest to any depth up to PROF_DEPTH_LIMIT_ (deeper ones are refused
+ * and counted); the names of the outermost PROF_MAX_DEPTH_ open zones are
+ * kept where the collector can read them, to place the children of zones
+ * that have not ended yet. */
 #define PROF_MAX_DEPTH_ 64
+#define PROF_DEPTH_LIMIT_ 65535u
 
 enum {
     PROF_RECORD_ZONE_ = 0,
@@ -329,22 +549,37 @@ typedef struct prof_record_ {
     uint64_t end;         /* ticks; counters: the value's bits; steps: the step */
     const char *name;
     uint32_t parent;      /* path hash of the enclosing zone */
-    uint16_t depth;       /* nesting depth (mod 65536) */
+    uint16_t depth;       /* nesting depth, < PROF_DEPTH_LIMIT_ */
     uint16_t kind;
 } prof_record_;
+
+/* Set in prof_thread_::depth while the thread has zones that ended out of
+ * order (on this thread or another): every open and close then takes the
+ * out-of-line path, which repairs the nesting. The fast path needs no test
+ * of its own for it: the flag makes the depth compare fail. */
+#define PROF_DEPTH_REPAIR_ 0x80000000u
 
 struct prof_thread_ {
     /* Written by the owning thread, read by the collector. */
     uint64_t head;                 /* next slot to write; release-published */
     uint64_t tail_cache;           /* the owner's last view of tail */
     uint64_t dropped;              /* ring full: records lost */
-    uint64_t reentered;            /* zones refused while a push was under way */
+    uint64_t refused;              /* zones refused: re-entry from a signal
+                                      handler mid-push, depth limit */
     prof_record_ *ring;
     uint64_t mask;                 /* capacity - 1; capacity is a power of 2 */
-    uint32_t depth;
+    uint64_t half;                 /* capacity / 2 - 1: past this fill (as
+                                      last seen) a push goes out of line */
+    uint32_t depth;                /* open zones, | PROF_DEPTH_REPAIR_ */
     uint32_t busy;                 /* nonzero while the owner edits the ring */
+    uint32_t path;                 /* path hash of the innermost open zone */
+    uint32_t woke;                 /* woke the collector since the ring was
+                                      last seen below half */
+    uint64_t dead;                 /* owner: depths < 64 whose zone ended while
+                                      zones inside it were still open */
+    uint64_t foreign;              /* set by other threads (registry lock):
+                                      depths whose zone was ended there */
     const char *names[PROF_MAX_DEPTH_];     /* the open zones, outermost first */
-    uint32_t path[PROF_MAX_DEPTH_ + 1];     /* path[d]: hash of names[0..d) */
     /* Written by the collector: on its own cache line. */
     uint64_t tail __attribute__((aligned(64)));
 };
@@ -367,6 +602,9 @@ extern PROF_API __thread struct prof_thread_ *prof_thread_self_
 PROF_API struct prof_thread_ *prof_thread_attach_(void);
 PROF_API prof_zone prof_zone_begin_hooked_(const char *name);
 PROF_API void prof_zone_end_hooked_(prof_zone *zone);
+PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name, uint64_t start);
+PROF_API void prof_zone_close_slow_(prof_zone *zone, int raw_ticks);
+PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head);
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
 PROF_API uint64_t prof_ticks_now_(void);   /* the tick source in use, out of line */
 
@@ -408,7 +646,11 @@ static inline uint32_t prof_path_mix_(uint32_t h, const char *name)
     return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
-/* Push one record; drop and count when the ring is full. */
+/* Push one record. While the ring is less than half full as the producer
+ * last saw it, that is one compare; past half, prof_ring_room_ looks
+ * again, wakes the collector (once per crossing, without a system call
+ * unless it sleeps), and drops and counts the record when the ring is
+ * full. */
 static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint64_t end,
                                    const char *name, uint32_t parent, uint32_t depth,
                                    uint32_t kind)
@@ -416,20 +658,14 @@ static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint6
     uint64_t head = t->head;
     prof_record_ *r;
 
-    if (PROF_UNLIKELY_(head - t->tail_cache > t->mask)) {
-        /* Acquire: the collector finished reading the slots it gave back. */
-        t->tail_cache = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
-        if (head - t->tail_cache > t->mask) {
-            __atomic_store_n(&t->dropped, t->dropped + 1, __ATOMIC_RELAXED);
-            return;
-        }
-    }
+    if (PROF_UNLIKELY_(head - t->tail_cache > t->half) && !prof_ring_room_(t, head))
+        return;
     r = &t->ring[head & t->mask];
     r->start = start;
     r->end = end;
     r->name = name;
     r->parent = parent;
-    r->depth = (uint16_t)depth;   /* wraps past 65535 levels: harmless */
+    r->depth = (uint16_t)depth;
     r->kind = (uint16_t)kind;
     /* Release: the record's fields are visible before the new head. */
     __atomic_store_n(&t->head, head + 1, __ATOMIC_RELEASE);
@@ -437,35 +673,41 @@ static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint6
 
 /* Open a zone on the calling thread (recording is known to be on).
  *
- * No re-entry guard is needed here: depth is claimed first, so a signal
- * handler that opens a zone in the middle of this uses the next stack
- * slot and leaves this zone's slot alone (at worst the handler's zone is
- * placed under a stale parent in the summary tree). */
+ * The clock is read before the level is claimed, and the level before the
+ * name and path are set, so a signal handler that runs a zone in the
+ * middle of this uses the next level and leaves this zone's alone; its zone
+ * lies before this one or inside it, never partly outside (at worst it is
+ * placed under a stale parent in the summary tree).
+ * The path hash of the enclosing zone travels in the zone itself, so
+ * nesting has no fixed limit; a deep zone, or a thread whose nesting needs
+ * repair, takes the out-of-line path. */
 static inline prof_zone prof_zone_open_(const char *name, int raw_ticks)
 {
     prof_zone z = {0, 0, 0, 0, 0};
     struct prof_thread_ *t = prof_thread_self_;
     uint32_t d;
+    uint64_t start;
 
     if (PROF_UNLIKELY_(t == NULL) && (t = prof_thread_attach_()) == NULL)
         return z;
-    d = t->depth;
+    start = raw_ticks ? prof_ticks_() : prof_ticks_now_();
+    /* Atomic loads and stores of depth (plain moves): another thread may
+     * set PROF_DEPTH_REPAIR_ in it (zone.c). */
+    d = __atomic_load_n(&t->depth, __ATOMIC_RELAXED);
+    if (PROF_UNLIKELY_(d >= PROF_MAX_DEPTH_))
+        return prof_zone_open_slow_(t, name, start);
     __atomic_store_n(&t->depth, d + 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     z.name = name;
     z.depth = d;
-    if (PROF_LIKELY_(d < PROF_MAX_DEPTH_)) {
-        z.parent = t->path[d];
-        /* Relaxed stores: the collector reads the open-zone stack to place
-         * children of zones that have not ended yet, and checks what it
-         * read against the path hashes in records. */
-        __atomic_store_n(&t->names[d], name, __ATOMIC_RELAXED);
-        __atomic_store_n(&t->path[d + 1], prof_path_mix_(z.parent, name), __ATOMIC_RELAXED);
-    } else {
-        z.parent = t->path[PROF_MAX_DEPTH_];
-    }
+    z.parent = t->path;
+    /* Release: the collector reads the open-zone stack (and the name it
+     * points to) to place children of zones that have not ended yet, and
+     * checks what it read against the path hashes in records. */
+    __atomic_store_n(&t->names[d], name, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->path, prof_path_mix_(z.parent, name), __ATOMIC_RELAXED);
     z.thread = t;
-    z.start = raw_ticks ? prof_ticks_() : prof_ticks_now_();
+    z.start = start;
     return z;
 }
 
@@ -482,18 +724,31 @@ static inline prof_zone prof_zone_begin_inline_(const char *name)
     return prof_zone_open_(name, 1);
 }
 
-/* Close a zone at tick `end`: restore the depth and push its record. */
-static inline void prof_zone_close_(prof_zone *z, uint64_t end)
+/* Close a zone: read the clock, give its level back and push its record.
+ *
+ * The ownership rule: a zone ends on the thread that began it, as the
+ * innermost open zone, outside any push of the same thread. Anything else
+ * (an end on another thread, from a signal handler in the middle of a
+ * push, out of order, or with repairs pending) goes out of line, where it
+ * is refused and counted or repaired, and every refusal gives back exactly
+ * the level the begin claimed. The clock is read with `busy` set: a signal
+ * handler's zone either ends before that read (inside this zone) or is
+ * refused. */
+static inline void prof_zone_close_(prof_zone *z, int raw_ticks)
 {
     struct prof_thread_ *t = (struct prof_thread_ *)z->thread;
+    uint64_t end;
 
-    if (PROF_UNLIKELY_(t->busy)) {
-        __atomic_store_n(&t->reentered, t->reentered + 1, __ATOMIC_RELAXED);
+    if (PROF_UNLIKELY_(t != prof_thread_self_ || t->busy ||
+                       __atomic_load_n(&t->depth, __ATOMIC_RELAXED) != z->depth + 1)) {
+        prof_zone_close_slow_(z, raw_ticks);
         return;
     }
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    end = raw_ticks ? prof_ticks_() : prof_ticks_now_();
     __atomic_store_n(&t->depth, z->depth, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->path, z->parent, __ATOMIC_RELAXED);
     prof_ring_push_(t, z->start, end, z->name, z->parent, z->depth, PROF_RECORD_ZONE_);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
@@ -508,7 +763,7 @@ static inline void prof_zone_end_inline_(prof_zone *z)
         prof_zone_end_hooked_(z);
         return;
     }
-    prof_zone_close_(z, prof_ticks_());
+    prof_zone_close_(z, 1);
 }
 
 #ifdef __cplusplus
@@ -518,5 +773,167 @@ inline prof::Zone::Zone(const char *name) : zone_(prof_zone_begin_inline_(name))
 inline prof::Zone::~Zone() { prof_zone_end_inline_(&zone_); }
 #  endif
 #endif
+
+#if defined(PROF_DISABLE)
+/* ------------------------------------------------------------------------ */
+/* Compiled out (PROF_DISABLE): every call above is a macro for an inline
+ * no-op that returns what the runtime returns when recording never started,
+ * so a program built this way links without libprof:
+ *
+ *   prof_enable() 0 (and nothing records)   prof_enabled()            0
+ *   prof_step()   steps so far (see below)  prof_intern(s)            s
+ *   prof_thread_name() 0 (-EINVAL for NULL) prof_version() PROF_VERSION_STRING
+ *   prof_flush(), prof_stats(), prof_stats_list(),
+ *   prof_counter_stats_get(), prof_counter_stats_list(),
+ *   prof_summary_print(), prof_summary_snprint(), prof_window_stats_list(),
+ *   prof_ranks_*()                          -ESRCH (snprint and ranks_format
+ *                                           write "" when size > 0)
+ *   prof_step_count() steps so far
+ *   prof_reset(), prof_shutdown()           0
+ *   prof_zone_begin(), prof_cuda_zone_begin()   a zone that records nothing
+ *   the void functions                      nothing
+ *
+ * prof_step() still counts, so code that acts every N steps behaves the
+ * same: the count lives in a weak variable this header defines, one per
+ * executable or shared object. Only taking a function's address (&prof_step)
+ * still refers to the library. */
+#  include <errno.h>
+#  ifdef __cplusplus
+extern "C" {
+#  endif
+extern uint64_t prof_disabled_steps_;
+__attribute__((weak)) uint64_t prof_disabled_steps_;
+
+static inline int prof_enable_off_(int on) { (void)on; return 0; }
+static inline int prof_enabled_off_(void) { return 0; }
+static inline prof_zone prof_zone_begin_off_(const char *name)
+{
+    prof_zone z = {0, 0, 0, 0, 0};
+    (void)name;
+    return z;
+}
+static inline void prof_zone_end_off_(prof_zone *zone) { (void)zone; }
+static inline void prof_counter_off_(const char *name, double value) { (void)name; (void)value; }
+static inline void prof_mark_off_(const char *name) { (void)name; }
+static inline uint64_t prof_step_off_(void)
+{
+    return __atomic_add_fetch(&prof_disabled_steps_, 1, __ATOMIC_RELAXED);
+}
+static inline int prof_thread_name_off_(const char *name) { return name ? 0 : -EINVAL; }
+static inline const char *prof_intern_off_(const char *s) { return s; }
+static inline int prof_flush_off_(void) { return -ESRCH; }
+static inline int prof_stats_off_(const char *name, prof_stage_stats *out)
+{
+    (void)name; (void)out;
+    return -ESRCH;
+}
+static inline int prof_stats_list_off_(prof_stage_stats *out, size_t cap)
+{
+    (void)out; (void)cap;
+    return -ESRCH;
+}
+static inline int prof_counter_stats_get_off_(const char *name, prof_counter_stats *out)
+{
+    (void)name; (void)out;
+    return -ESRCH;
+}
+static inline int prof_counter_stats_list_off_(prof_counter_stats *out, size_t cap)
+{
+    (void)out; (void)cap;
+    return -ESRCH;
+}
+static inline int prof_summary_print_off_(FILE *f) { (void)f; return -ESRCH; }
+static inline int prof_summary_snprint_off_(char *buf, size_t size, int format)
+{
+    (void)format;
+    if (buf != NULL && size > 0)
+        buf[0] = '\0';
+    return -ESRCH;
+}
+static inline int prof_reset_off_(void) { return 0; }
+static inline int prof_shutdown_off_(void) { return 0; }
+static inline void prof_set_summary_handler_off_(prof_summary_fn fn, void *user)
+{
+    (void)fn; (void)user;
+}
+static inline const char *prof_version_off_(void) { return PROF_VERSION_STRING; }
+static inline void prof_set_logger_off_(prof_log_fn fn, void *user) { (void)fn; (void)user; }
+static inline prof_cuda_zone prof_cuda_zone_begin_off_(const char *name, void *stream)
+{
+    prof_cuda_zone z = {{0, 0, 0, 0, 0}, 0, 0};
+    (void)name; (void)stream;
+    return z;
+}
+static inline void prof_cuda_zone_end_off_(prof_cuda_zone *zone) { (void)zone; }
+static inline int prof_window_stats_list_off_(prof_stage_stats *out, size_t cap, uint64_t *end)
+{
+    (void)out; (void)cap; (void)end;
+    return -ESRCH;
+}
+static inline uint64_t prof_step_count_off_(void)
+{
+    return __atomic_load_n(&prof_disabled_steps_, __ATOMIC_RELAXED);
+}
+static inline int prof_ranks_start_off_(uint64_t *every, uint64_t *timeout)
+{
+    (void)every; (void)timeout;
+    return -ESRCH;
+}
+static inline int prof_ranks_pack_off_(void *block, size_t size, int rank)
+{
+    (void)block; (void)size; (void)rank;
+    return -ESRCH;
+}
+static inline int prof_ranks_format_off_(const void *blocks, size_t n, int format, char *buf,
+                                         size_t size)
+{
+    (void)blocks; (void)n; (void)format;
+    if (buf != NULL && size > 0)
+        buf[0] = '\0';
+    return -ESRCH;
+}
+static inline int prof_ranks_emit_off_(const void *blocks, size_t n)
+{
+    (void)blocks; (void)n;
+    return -ESRCH;
+}
+static inline void prof_ranks_abandon_off_(const char *why) { (void)why; }
+#  ifdef __cplusplus
+}  /* extern "C" */
+#  endif
+
+#  define prof_enable(on) prof_enable_off_(on)
+#  define prof_enabled() prof_enabled_off_()
+#  define prof_zone_begin(name) prof_zone_begin_off_(name)
+#  define prof_zone_end(zone) prof_zone_end_off_(zone)
+#  define prof_counter(name, value) prof_counter_off_((name), (value))
+#  define prof_mark(name) prof_mark_off_(name)
+#  define prof_step() prof_step_off_()
+#  define prof_thread_name(name) prof_thread_name_off_(name)
+#  define prof_intern(s) prof_intern_off_(s)
+#  define prof_flush() prof_flush_off_()
+#  define prof_stats(name, out) prof_stats_off_((name), (out))
+#  define prof_stats_list(out, cap) prof_stats_list_off_((out), (cap))
+#  define prof_counter_stats_get(name, out) prof_counter_stats_get_off_((name), (out))
+#  define prof_counter_stats_list(out, cap) prof_counter_stats_list_off_((out), (cap))
+#  define prof_summary_print(f) prof_summary_print_off_(f)
+#  define prof_summary_snprint(buf, size, format) \
+    prof_summary_snprint_off_((buf), (size), (format))
+#  define prof_reset() prof_reset_off_()
+#  define prof_shutdown() prof_shutdown_off_()
+#  define prof_set_summary_handler(fn, user) prof_set_summary_handler_off_((fn), (user))
+#  define prof_version() prof_version_off_()
+#  define prof_set_logger(fn, user) prof_set_logger_off_((fn), (user))
+#  define prof_cuda_zone_begin(name, stream) prof_cuda_zone_begin_off_((name), (stream))
+#  define prof_cuda_zone_end(zone) prof_cuda_zone_end_off_(zone)
+#  define prof_window_stats_list(out, cap, end) prof_window_stats_list_off_((out), (cap), (end))
+#  define prof_step_count() prof_step_count_off_()
+#  define prof_ranks_start(every, timeout) prof_ranks_start_off_((every), (timeout))
+#  define prof_ranks_pack(block, size, rank) prof_ranks_pack_off_((block), (size), (rank))
+#  define prof_ranks_format(blocks, n, format, buf, size) \
+    prof_ranks_format_off_((blocks), (n), (format), (buf), (size))
+#  define prof_ranks_emit(blocks, n) prof_ranks_emit_off_((blocks), (n))
+#  define prof_ranks_abandon(why) prof_ranks_abandon_off_(why)
+#endif /* PROF_DISABLE */
 
 #endif /* PROF_H */

@@ -3,7 +3,7 @@
 #   1. gcc and clang builds with -Wall -Wextra -Werror (every target,
 #      examples and benchmarks included);
 #   2. every suite (unit, integration, cuda, faults, load, fuzz replay,
-#      python, tools) on the gcc build, and the libFuzzer targets (20 s
+#      python, tools, consumers) on the gcc build, and the libFuzzer targets (20 s
 #      each) on the clang build;
 #   3. the C suites again under AddressSanitizer + UndefinedBehaviorSanitizer
 #      and under ThreadSanitizer (not the load suite: its memory figures mean
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 sh scripts/deps.sh meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev \
     python3 python3-dev python3-pytest cython3 python3-numpy python3-mesonpy \
-    python3-pip python3-venv python3-torch valgrind
+    python3-pip python3-venv python3-torch valgrind cmake patchelf make
 
 jobs=$(nproc)
 step() { printf '\n=== %s\n' "$*" >&2; }

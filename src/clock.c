@@ -28,6 +28,7 @@
 
 #include "prof.h"
 #include "clock.h"
+#include "json.h"
 
 PROF_API int prof_clock_is_tsc_;
 
@@ -228,8 +229,11 @@ void prof_clock_source(char *buf, size_t size)
 
     if (!prof_clock_is_tsc_)
         snprintf(buf, size, "clock_gettime(CLOCK_MONOTONIC)");
-    else if (p.ns_per_tick > 0)
-        snprintf(buf, size, "tsc (%.3f GHz)", 1.0 / p.ns_per_tick);
+    else if (p.ns_per_tick > 0) {
+        char ghz[32];   /* locale-free: printf's %f writes the locale's comma */
+        prof_fmt_fixed(ghz, sizeof ghz, 1.0 / p.ns_per_tick, 3);
+        snprintf(buf, size, "tsc (%s GHz)", ghz);
+    }
     else
         snprintf(buf, size, "tsc (not yet calibrated)");
 }

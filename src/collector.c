@@ -1,8 +1,9 @@
 /* collector.c - the collector thread and the drain.
  *
- * The thread sleeps on prof_rt.wake for PROF_COLLECT_PERIOD_NS (or less
- * when a timed summary is due), is woken early by prof_step when a step
- * summary is due, and on each wake, under the runtime lock, drains every
+ * The thread sleeps on the wake word (wake.h) for PROF_COLLECT_PERIOD_NS
+ * (or less when a timed summary is due), is woken early by prof_step when
+ * a step summary is due and by any thread whose ring is half full, and on
+ * each wake, under the runtime lock, drains every
  * ring: per thread, records arrive in the order their zones ended, so a
  * zone's children (which end first) have already been seen when it
  * arrives, and its self time is its duration minus what its children at
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,10 +26,13 @@
 #include "env.h"
 #include "log.h"
 #include "process.h"
+#include "ranks.h"
 #include "registry.h"
 #include "runtime.h"
 #include "stats.h"
 #include "trace.h"
+#include "wake.h"
+#include "zone.h"
 
 int prof_pending_signal;
 
@@ -37,8 +43,10 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
  * them whole and one at a time, and guards the summary file's state. */
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static int summary_fd = -1;
-static int summary_failed;
+static int summary_failed;       /* PROF_SUMMARY's file is not used: stderr instead */
 static int summary_pid;          /* the process that opened summary_fd */
+static char summary_name[4096];  /* the expanded path, for messages */
+static int stdout_failed;        /* a write to stdout failed: stderr instead */
 
 /* The collector has taken the runtime lock once (see
  * prof_collector_start_locked). */
@@ -83,27 +91,56 @@ static int traced(uint64_t ticks)
 static uint64_t take_children(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t end,
                               uint64_t dur)
 {
-    uint64_t children = t->child_ns[d + 1];
+    struct prof_children *c = &t->child[d], *in = &t->child[d + 1];
+    uint64_t children = in->ns;
 
-    if (t->child_last[d + 1] != 0 &&
-        (t->child_first[d + 1] < start || t->child_last[d + 1] > end))
+    if (in->last != 0 && (in->first < start || in->last > end))
         children = 0;
-    t->child_ns[d + 1] = 0;
-    t->child_last[d + 1] = 0;    /* empty: no zone ends at tick 0 */
-    if (t->child_last[d] == 0 || start < t->child_first[d])
-        t->child_first[d] = start;
-    if (end > t->child_last[d])
-        t->child_last[d] = end;
-    t->child_ns[d] += dur;
+    in->ns = 0;
+    in->last = 0;    /* empty: no zone ends at tick 0 */
+    if (c->last == 0 || start < c->first)
+        c->first = start;
+    if (end > c->last)
+        c->last = end;
+    c->ns += dur;
     return children;
+}
+
+/* Room for depths [0, d + 1]: the per-depth sums grow with the deepest
+ * zone seen (at most PROF_DEPTH_LIMIT_ levels), never with the run. */
+static int children_room(struct prof_thread *t, uint32_t d)
+{
+    size_t old = (size_t)t->child_cap * sizeof *t->child, bytes = old ? old : 4096;
+    void *c;
+
+    if (d + 2 <= t->child_cap)
+        return 0;
+    while (bytes < (d + 2) * sizeof *t->child)
+        bytes *= 2;
+    /* Mapped, like the thread state that points to it (so that leak
+     * checkers, which do not look inside mappings, never see a heap block
+     * whose only pointer they cannot find); new pages come zeroed. */
+    c = old ? mremap(t->child, old, bytes, MREMAP_MAYMOVE)
+            : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (c == MAP_FAILED)
+        return -ENOMEM;
+    t->child = c;
+    t->child_cap = (uint32_t)(bytes / sizeof *t->child);
+    return 0;
 }
 
 static void take_zone(struct prof_thread *t, const prof_record_ *r)
 {
-    uint32_t d = r->depth > PROF_MAX_DEPTH_ ? PROF_MAX_DEPTH_ : r->depth;
+    uint32_t d = r->depth;
     uint64_t dur = r->end > r->start ? prof_clock_delta_ns(r->end - r->start) : 0;
-    uint64_t children = take_children(t, d, r->start, r->end, dur);
+    uint64_t children;
     struct prof_stage *s;
+
+    if (children_room(t, d) != 0) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    children = take_children(t, d, r->start, r->end, dur);
 
     if ((s = prof_stats_stage(r->name, 0)) == NULL) {
         prof_rt.lost_memory++;
@@ -112,6 +149,18 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r)
     prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
     if (traced(r->start))
         prof_trace_zone(t, s, prof_clock_to_ns(r->start), dur, r->depth);
+}
+
+/* PROF_SKIP_STEPS=N: at the Nth step every statistic starts afresh, as
+ * with prof_reset(), cut where the step's record is (other threads' zones
+ * where the drain is), so warm-up counts in no average, percentile or
+ * window. */
+static void skip_warm_up(uint64_t at_ns)
+{
+    prof_stats_reset();
+    prof_rt.start_ns = prof_rt.window_start_ns = at_ns;
+    prof_rt.window_start_step = prof_config_get()->skip_steps;
+    prof_rt.dropped = prof_rt.dropped_window = 0;
 }
 
 static void take_record(struct prof_thread *t, const prof_record_ *r)
@@ -134,6 +183,8 @@ static void take_record(struct prof_thread *t, const prof_record_ *r)
             prof_trace_instant(t, r->name, "mark", prof_clock_to_ns(r->start), -1);
         break;
     case PROF_RECORD_STEP_:
+        if (r->end == prof_config_get()->skip_steps)
+            skip_warm_up(prof_clock_to_ns(r->start));
         /* A step summary is cut exactly at the step on the thread that
          * counts steps: its zones before the step are in the window, the
          * ones after are not. (Other threads are cut where the drain
@@ -175,11 +226,11 @@ static void drain(struct prof_thread *t)
         prof_rt.dropped_window += lost - t->dropped_seen;
         t->dropped_seen = lost;
     }
-    lost = __atomic_load_n(&t->hot.reentered, __ATOMIC_RELAXED);
-    if (lost != t->reentered_seen) {
-        prof_rt.dropped += lost - t->reentered_seen;
-        prof_rt.dropped_window += lost - t->reentered_seen;
-        t->reentered_seen = lost;
+    lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
+    if (lost != t->refused_seen) {
+        prof_rt.dropped += lost - t->refused_seen;
+        prof_rt.dropped_window += lost - t->refused_seen;
+        t->refused_seen = lost;
     }
 }
 
@@ -210,6 +261,7 @@ void prof_collect_locked(void)
      * ring dropped it (prof_periodic_locked). */
     prof_rt.step_due_drained = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
     prof_clock_calibrate();
+    prof_registry_splice_locked();
     while (*link != NULL) {
         struct prof_thread *t = *link;
         /* Acquire pairs with thread_exited(): read before the last drain. */
@@ -231,6 +283,17 @@ void prof_collect_locked(void)
         prof_rt.dropped += lost - prof_rt.cuda_lost_seen;
         prof_rt.dropped_window += lost - prof_rt.cuda_lost_seen;
         prof_rt.cuda_lost_seen = lost;
+    }
+    /* Losses counted outside the rings: zones ended on another thread,
+     * zones begun after their thread's exit destructor, records the
+     * collector had no memory for. All are shown as dropped. */
+    lost = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +
+           __atomic_load_n(&prof_zones_late, __ATOMIC_RELAXED) + prof_rt.lost_memory +
+           prof_stats_hist_lost;
+    if (lost != prof_rt.loss_seen) {
+        prof_rt.dropped += lost - prof_rt.loss_seen;
+        prof_rt.dropped_window += lost - prof_rt.loss_seen;
+        prof_rt.loss_seen = lost;
     }
     if (prof_trace_active())
         prof_trace_dropped(prof_clock_now_ns(), prof_rt.dropped);
@@ -266,10 +329,26 @@ static int write_summary(int fd, const char *p, size_t n)
     return -err;
 }
 
+/* Whether PROF_TRACE, expanded in this process, names the file at path:
+ * the same string, or (where both exist) the same inode. */
+static int summary_is_trace(const char *path)
+{
+    const char *pattern = prof_config_get()->trace_path;
+    char trace[4096];
+    struct stat a, b;
+
+    if (pattern == NULL || prof_path_expand(pattern, trace, sizeof trace) != 0)
+        return 0;
+    if (strcmp(trace, path) == 0)
+        return 1;
+    return stat(trace, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 static int summary_target(void)
 {
     const struct prof_config *cfg = prof_config_get();
-    char path[4096];
+    char *path = summary_name;
     int to = cfg->summary_to;
 
     if (to == PROF_TO_FILE && prof_rt.forked_from && !prof_path_has_pid(cfg->summary_path))
@@ -284,6 +363,8 @@ static int summary_target(void)
         return STDERR_FILENO;
     }
     case PROF_TO_STDOUT:
+        if (stdout_failed)
+            return STDERR_FILENO;
         fflush(stdout);
         return STDOUT_FILENO;
     case PROF_TO_FILE:
@@ -298,8 +379,17 @@ static int summary_target(void)
         }
         if (summary_fd >= 0 || summary_failed)
             return summary_fd;
-        if (prof_path_expand(cfg->summary_path, path, sizeof path) != 0) {
+        if (prof_path_expand(cfg->summary_path, path, sizeof summary_name) != 0) {
             prof_log("PROF_SUMMARY: path too long; summaries go to stderr");
+            summary_failed = 1;
+            return -1;
+        }
+        /* Checked before the open, whose O_TRUNC would wipe the trace. The
+         * trace keeps the file: it is the larger loss, and it was opened
+         * first (when the runtime started). */
+        if (summary_is_trace(path)) {
+            prof_log("PROF_SUMMARY and PROF_TRACE name the same file (%s); it keeps the trace, "
+                     "summaries go to stderr", path);
             summary_failed = 1;
             return -1;
         }
@@ -327,11 +417,14 @@ extern void *prof_summary_handler_user;
 struct pending_summary {
     struct prof_buf text;
     int kind;
+    int cross_rank;              /* prof_summary_deliver_locked: never muted */
     struct pending_summary *next;
 };
 
 static struct pending_summary *pending, **pending_end = &pending;
 static struct pending_summary *in_flight;   /* being written, lock released */
+/* Broadcast (runtime lock held) each time a summary was written. */
+static pthread_cond_t written_cond = PTHREAD_COND_INITIALIZER;
 
 /* Format a summary as of step `step`. The next window starts at cut_ns
  * (the step's own time when a step record cut it). The wall time shown runs
@@ -347,6 +440,7 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
     if (p != NULL)
         prof_summary_format(&p->text, prof_config_get()->format, kind, step, now);
     if (kind == PROF_KIND_PERIODIC) {
+        prof_stats_window_keep(now > prof_rt.window_start_ns ? now - prof_rt.window_start_ns : 0);
         prof_stats_window_reset();
         prof_rt.window_start_ns = cut_ns < now ? cut_ns : now;
         prof_rt.window_start_step = step;
@@ -369,6 +463,10 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
 {
     int fd, err;
 
+    /* A cross-rank table stands in for this rank's periodic summaries. */
+    if (p->kind == PROF_SUMMARY_PERIODIC && !p->cross_rank &&
+        __atomic_load_n(&prof_ranks_muted, __ATOMIC_RELAXED))
+        return;
     if (fn != NULL) {
         in_summary_handler = 1;
         fn(user, p->text.data, p->kind);
@@ -378,11 +476,29 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
     fd = summary_target();
     if (fd < 0 && summary_failed)
         fd = STDERR_FILENO;
-    if (fd >= 0 && (err = write_summary(fd, p->text.data, p->text.len)) != 0) {
+    if (fd < 0 || (err = write_summary(fd, p->text.data, p->text.len)) == 0)
+        return;
+    if (fd == STDERR_FILENO) {
         static int logged;
-        prof_log_once(&logged, "writing the summary failed (%s); later summaries may be lost",
-                      strerror(-err));
+        prof_log_once(&logged, "writing the summary to stderr failed (%s); later summaries may "
+                      "be lost", strerror(-err));
+        return;
     }
+    /* A full disk, /dev/full, a pipe whose reader has gone: this summary
+     * (it may be the final one, what the run was for) and every later one
+     * go to stderr, said once. Part of it may have reached the target. */
+    if (fd == STDOUT_FILENO) {
+        stdout_failed = 1;
+        prof_log("writing the summary to stdout failed (%s); this and later summaries go to "
+                 "stderr", strerror(-err));
+    } else {
+        prof_log("writing the summary to %s failed (%s); this and later summaries go to stderr",
+                 summary_name, strerror(-err));
+        close(summary_fd);
+        summary_fd = -1;
+        summary_failed = 1;
+    }
+    write_summary(STDERR_FILENO, p->text.data, p->text.len);
 }
 
 /* Write the queued summaries in order. The lock is released while each
@@ -405,9 +521,16 @@ static void summary_write_pending_locked(void)
         pthread_mutex_unlock(&write_lock);
         pthread_mutex_lock(&prof_rt.lock);
         in_flight = NULL;
+        pthread_cond_broadcast(&written_cond);
         prof_buf_free(&p->text);
         free(p);
     }
+}
+
+void prof_summary_wait_written_locked(void)
+{
+    while (in_flight != NULL)
+        pthread_cond_wait(&written_cond, &prof_rt.lock);
 }
 
 void prof_summary_emit_locked(enum prof_summary_kind kind)
@@ -431,8 +554,9 @@ void prof_collector_atfork_child(void)
 {
     pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
 
-    /* A thread of the parent may have been waiting on it. */
+    /* A thread of the parent may have been waiting on them. */
     collector_ready_cond = fresh;
+    written_cond = fresh;
     pthread_mutex_unlock(&write_lock);
     /* The parent's queued summaries are the parent's to print; the child's
      * copies are freed unprinted. */
@@ -512,21 +636,21 @@ static void end_by_signal(int sig)
 static void *collector_main(void *arg)
 {
     (void)arg;
+    /* Named, so that top -H, gdb and py-spy say what it is. */
+    pthread_setname_np(pthread_self(), "prof-collector");
     pthread_mutex_lock(&prof_rt.lock);
     collector_ready = 1;
     pthread_cond_broadcast(&collector_ready_cond);
     while (!prof_rt.stopping) {
         const struct prof_config *cfg = prof_config_get();
         uint64_t now = prof_clock_now_ns(), wait = PROF_COLLECT_PERIOD_NS;
-        struct timespec until;
         int sig;
 
         if (cfg->every_ns && prof_rt.next_summary_ns > now && prof_rt.next_summary_ns - now < wait)
             wait = prof_rt.next_summary_ns - now;
-        now += wait;
-        until.tv_sec = (time_t)(now / 1000000000u);
-        until.tv_nsec = (long)(now % 1000000000u);
-        pthread_cond_timedwait(&prof_rt.wake, &prof_rt.lock, &until);
+        pthread_mutex_unlock(&prof_rt.lock);
+        prof_wake_wait(now + wait);
+        pthread_mutex_lock(&prof_rt.lock);
         if (prof_rt.stopping)
             break;
         prof_collect_locked();
@@ -543,17 +667,18 @@ static void *collector_main(void *arg)
 int prof_collector_start_locked(void)
 {
     pthread_attr_t attr;
-    pthread_condattr_t ca;
     sigset_t all, old;
     int err;
 
-    if (prof_rt.collector_running)
+    if (prof_rt.collector_running) {
+        /* Another thread started it and waits for it below (with the lock
+         * released): wait with it, so that every caller returns with the
+         * collector up. */
+        while (!collector_ready)
+            pthread_cond_wait(&collector_ready_cond, &prof_rt.lock);
+        __atomic_store_n(&prof_rt.ready, 1, __ATOMIC_RELEASE);
         return 0;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_destroy(&prof_rt.wake);
-    pthread_cond_init(&prof_rt.wake, &ca);
-    pthread_condattr_destroy(&ca);
+    }
 
     /* The collector takes no signals: the program's handlers must run on
      * the program's threads. */
@@ -585,6 +710,8 @@ int prof_collector_start_locked(void)
      * thread held at the fork). */
     while (!collector_ready)
         pthread_cond_wait(&collector_ready_cond, &prof_rt.lock);
+    /* Release: a thread that sees ready may attach without the lock. */
+    __atomic_store_n(&prof_rt.ready, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -596,11 +723,32 @@ void prof_collector_stop(void)
         return;
     }
     prof_rt.stopping = 1;
-    pthread_cond_signal(&prof_rt.wake);
+    __atomic_store_n(&prof_rt.ready, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&prof_rt.lock);
+    prof_wake_collector();
     pthread_join(collector_id, NULL);
     pthread_mutex_lock(&prof_rt.lock);
     __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELEASE);
     prof_rt.stopping = 0;
     pthread_mutex_unlock(&prof_rt.lock);
+}
+
+/* The cross-rank table (ranks.c), written where the summaries go and in
+ * order with them, as a periodic summary. Takes text's buffer. */
+int prof_summary_deliver_locked(struct prof_buf *text)
+{
+    struct pending_summary *p = calloc(1, sizeof *p);
+
+    if (p == NULL) {
+        prof_buf_free(text);
+        return -ENOMEM;
+    }
+    p->text = *text;
+    memset(text, 0, sizeof *text);
+    p->kind = PROF_SUMMARY_PERIODIC;
+    p->cross_rank = 1;
+    *pending_end = p;
+    pending_end = &p->next;
+    summary_write_pending_locked();
+    return 0;
 }

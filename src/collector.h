@@ -25,6 +25,10 @@ int prof_collector_is_self(void);
  * the lock held; returns with it held. */
 void prof_summary_emit_locked(enum prof_summary_kind kind);
 
+/* Wait until no summary is being written with the lock released (lock
+ * held; released while waiting). */
+void prof_summary_wait_written_locked(void);
+
 /* Print the periodic summaries that are due (by steps or by time). Lock
  * held; released while writing. */
 void prof_periodic_locked(uint64_t now);

@@ -757,8 +757,25 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
 
     if (p != NULL) {
         z->events = NULL;
-        rc = api.event_record(p->end, (CUstream)z->stream);
         t = prof_thread_self_;
+        if (PROF_UNLIKELY_((struct prof_thread_ *)((uintptr_t)z->cpu.thread & ~(uintptr_t)1) != t)) {
+            /* Ended on another thread than it began on: refused, like its
+             * CPU side (prof_zone_end below counts the zone once). The pair
+             * goes back to this thread's cache when it has one; otherwise
+             * it is lost, and counted. */
+            if (t != NULL && !t->busy) {
+                t->busy = 1;
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                pair_put_back(p);
+                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+                t->busy = 0;
+            } else {
+                count_lost(1);
+            }
+            prof_zone_end(&z->cpu);
+            return;
+        }
+        rc = api.event_record(p->end, (CUstream)z->stream);
         if (PROF_UNLIKELY_(rc != CU_SUCCESS)) {
             record_failed(p, rc);
         } else if (PROF_LIKELY_(t != NULL && !t->busy)) {

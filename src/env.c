@@ -20,6 +20,16 @@ static const char *env_lookup(const char *name)
     return (v != NULL && v[0] != '\0') ? v : NULL;
 }
 
+int prof_u64_mul(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) ? -ERANGE : 0;
+}
+
+int prof_u64_add(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_add_overflow(a, b, out) ? -ERANGE : 0;
+}
+
 /* Digits only, no sign, no overflow. */
 static int parse_u64(const char *s, const char **end, uint64_t *out)
 {
@@ -27,22 +37,11 @@ static int parse_u64(const char *s, const char **end, uint64_t *out)
 
     if (!isdigit((unsigned char)*s))
         return -EINVAL;
-    for (; isdigit((unsigned char)*s); s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
+    for (; isdigit((unsigned char)*s); s++)
+        if (prof_u64_mul(v, 10, &v) != 0 || prof_u64_add(v, (uint64_t)(*s - '0'), &v) != 0)
             return -ERANGE;
-        v = v * 10 + d;
-    }
     *end = s;
     *out = v;
-    return 0;
-}
-
-static int mul_check(uint64_t v, uint64_t m, uint64_t *out)
-{
-    if (m != 0 && v > UINT64_MAX / m)
-        return -ERANGE;
-    *out = v * m;
     return 0;
 }
 
@@ -62,7 +61,7 @@ int prof_parse_size(const char *s, uint64_t *out)
         mult = 1024ull * 1024 * 1024, end++;
     if (*end != '\0')
         return -EINVAL;
-    return mul_check(v, mult, out);
+    return prof_u64_mul(v, mult, out);
 }
 
 int prof_parse_every(const char *s, uint64_t *ns, uint64_t *steps)
@@ -88,8 +87,15 @@ int prof_parse_every(const char *s, uint64_t *ns, uint64_t *steps)
         return 0;
     }
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(end, units[i].suffix) == 0)
-            return mul_check(v, units[i].ns, ns);
+        if (strcmp(end, units[i].suffix) == 0) {
+            /* The collector adds the period to CLOCK_MONOTONIC readings
+             * (below 2^63 ns, 292 years of uptime): a period that could
+             * make that sum wrap would schedule a summary at every wake. */
+            if ((err = prof_u64_mul(v, units[i].ns, ns)) != 0 ||
+                (err = prof_u64_add(*ns, PROF_CLOCK_HORIZON_NS, &v)) != 0)
+                *ns = 0;
+            return err;
+        }
     return -EINVAL;   /* a bare number is ambiguous: seconds or steps? */
 }
 
@@ -234,7 +240,7 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
         bad++, bad_value("PROF_TRACE_STEPS", v, "A-B with A <= B, A- or A", "every step");
     }
     if ((v = lookup("PROF_TRACE_MAX_MB")) != NULL) {
-        if (prof_parse_size(v, &n) == 0 && mul_check(n, 1024 * 1024, &m) == 0)
+        if (prof_parse_size(v, &n) == 0 && prof_u64_mul(n, 1024 * 1024, &m) == 0)
             cfg->trace_max_bytes = m;
         else
             bad++, bad_value("PROF_TRACE_MAX_MB", v, "a whole number of megabytes", "no limit");
@@ -254,6 +260,17 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
             cfg->nvtx = sw == PROF_SWITCH_ON;
         else
             bad++, bad_value("PROF_NVTX", v, "0 or 1", "0");
+    }
+    if ((v = lookup("PROF_SKIP_STEPS")) != NULL) {
+        char *end;
+        unsigned long long steps;
+
+        errno = 0;
+        steps = strtoull(v, &end, 10);
+        if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0)
+            bad++, bad_value("PROF_SKIP_STEPS", v, "a whole number of steps", "0 (none skipped)");
+        else
+            cfg->skip_steps = steps;
     }
     return bad;
 }

@@ -16,6 +16,7 @@ struct prof_config {
     char *summary_path;          /* PROF_SUMMARY=PATH, malloc'd, or NULL */
     uint64_t every_ns;           /* PROF_SUMMARY_EVERY=10s: 0 = not by time */
     uint64_t every_steps;        /* PROF_SUMMARY_EVERY=100steps: 0 = not by steps */
+    uint64_t skip_steps;         /* PROF_SKIP_STEPS=N: warm-up left out of every statistic */
     int format;                  /* PROF_SUMMARY_FORMAT: PROF_FORMAT_TEXT or _JSON */
     uint64_t buffer;             /* PROF_BUFFER: ring records, a power of two */
     char *trace_path;            /* PROF_TRACE, unexpanded (%p, %r), or NULL */
@@ -40,9 +41,19 @@ const struct prof_config *prof_config_get(void);
 int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char *name));
 void prof_config_clear(struct prof_config *cfg);
 
+/* Monotonic clock readings stay below this (2^63 ns: 292 years of uptime),
+ * so a period of at most UINT64_MAX - this can be added to one. */
+#define PROF_CLOCK_HORIZON_NS (UINT64_C(1) << 63)
+
+/* Checked arithmetic for every size and duration the parsers build:
+ * 0 and *out = the result, or -ERANGE (*out unspecified) when it wraps. */
+int prof_u64_mul(uint64_t a, uint64_t b, uint64_t *out);
+int prof_u64_add(uint64_t a, uint64_t b, uint64_t *out);
+
 /* Parsers for one value each; 0 on success, -EINVAL on a bad value. */
 int prof_parse_size(const char *s, uint64_t *out);       /* "64k", "1M", "4096" */
-int prof_parse_every(const char *s, uint64_t *ns, uint64_t *steps); /* "10s", "500ms", "100steps" */
+int prof_parse_every(const char *s, uint64_t *ns, uint64_t *steps); /* "10s", "500ms", "100steps";
+                                                                     -ERANGE past 2^63 ns */
 int prof_parse_range(const char *s, uint64_t *first, uint64_t *last); /* "A-B", "A-", "A" */
 
 #endif

@@ -18,8 +18,33 @@ void prof_buf_printf(struct prof_buf *b, const char *fmt, ...) __attribute__((fo
 void prof_buf_u64(struct prof_buf *b, uint64_t v);
 /* ns as microseconds with three decimals: 1234567 -> "1234.567". */
 void prof_buf_us(struct prof_buf *b, uint64_t ns);
-/* A double as JSON (non-finite values become null). */
+/* A double as JSON: the shortest decimal that reads back as v, with ".0"
+ * on integers below 1e15 (3.0, 0.25, 1e-07); non-finite values become
+ * null. Locale-independent, like every number written here. */
 void prof_buf_double(struct prof_buf *b, double v);
+/* v with a fixed number of decimals (0-17), rounded as printf's "%.*f"
+ * rounds (exact value, ties to even), but always with a '.'. */
+void prof_buf_fixed(struct prof_buf *b, double v, int decimals);
+
+/* Room for n more bytes at the end of b: a pointer to write them at, or
+ * NULL (b->failed set). prof_buf_commit(b, k) then appends the k <= n
+ * bytes written there. For writers that format in place. */
+char *prof_buf_room(struct prof_buf *b, size_t n);
+void prof_buf_commit(struct prof_buf *b, size_t k);
+
+/* Locale-free formatting into a caller's array; each returns the length
+ * written (no terminating NUL unless said).
+ * prof_fmt_u64: at most 20 bytes. prof_fmt_us: ns as microseconds with
+ * three decimals, at most 24 bytes. */
+size_t prof_fmt_u64(char *out, uint64_t v);
+size_t prof_fmt_us(char *out, uint64_t ns);
+/* printf-like "%.*f" and "%.*g" (sig 1-17) and prof_buf_double's form,
+ * NUL-terminated, into out[size] (size >= 32 always suffices for %g and
+ * JSON; %f of a huge value is cut to size - 1). nan/inf print as "nan",
+ * "inf", "-inf", as printf does (JSON callers use prof_buf_double). */
+size_t prof_fmt_fixed(char *out, size_t size, double v, int decimals);
+size_t prof_fmt_sig(char *out, size_t size, double v, int sig);
+size_t prof_fmt_json_double(char *out, size_t size, double v);
 void prof_buf_free(struct prof_buf *b);
 
 /* Append s as a JSON string with its quotes. Quotes, backslashes and control

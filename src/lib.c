@@ -15,18 +15,23 @@
 #include "log.h"
 #include "nvtx.h"
 #include "process.h"
+#include "ranks.h"
 #include "registry.h"
 #include "runtime.h"
 #include "stats.h"
 #include "summary.h"
 #include "trace.h"
+#include "wake.h"
 
 PROF_API int prof_on_;
 
 struct prof_runtime prof_rt = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
-    .wake = PTHREAD_COND_INITIALIZER,
 };
+
+/* prof_enable and prof_shutdown one at a time: an enable in the middle of
+ * a shutdown must not leave recording on with the collector gone. */
+static pthread_mutex_t control_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t prof_steps;
 uint64_t prof_trace_open_ticks;
@@ -45,19 +50,42 @@ PROF_API const char *prof_version(void)
 /* ------------------------------------------------------------------------ */
 /* Signals: SIGINT and SIGTERM end the run cleanly (final summary, trace
  * closed) when the program left them at their default action. The handler
- * only sets a flag; the collector does the work and then re-raises the
- * signal with its default action. A second signal, or one arriving with no
- * collector, closes the trace with async-signal-safe calls and dies at
- * once. */
+ * only sets a flag and wakes the collector; the collector does the work and
+ * then re-raises the signal with its default action. Supervisors (GNU
+ * timeout, Slurm, Kubernetes) send SIGTERM to the process and then to its
+ * group, so one repeat of the same signal within PROF_SIGNAL_GRACE_NS lets
+ * the drain finish; a different signal, a third one, a later repeat, or a
+ * signal with no collector closes the trace with async-signal-safe calls
+ * and dies at once. */
+
+#define PROF_SIGNAL_GRACE_NS (2 * 1000000000ull)
 
 static void on_signal(int sig)
 {
-    if (__atomic_exchange_n(&prof_pending_signal, sig, __ATOMIC_ACQ_REL) != 0 ||
-        !__atomic_load_n(&prof_rt.collector_running, __ATOMIC_RELAXED)) {
-        prof_trace_close_from_signal();
-        signal(sig, SIG_DFL);
-        raise(sig);
+    /* Atomics: a supervisor's two signals may land on two threads at once;
+     * a first_ns still 0 means the first one is being handled right now. */
+    static uint64_t first_ns;
+    static int repeats;
+    uint64_t first;
+    int prev = __atomic_exchange_n(&prof_pending_signal, sig, __ATOMIC_ACQ_REL);
+    int running = __atomic_load_n(&prof_rt.collector_running, __ATOMIC_RELAXED);
+    struct timespec ts;
+    uint64_t now;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (running && prev == 0) {
+        __atomic_store_n(&first_ns, now, __ATOMIC_RELEASE);
+        prof_wake_collector();
+        return;
     }
+    first = __atomic_load_n(&first_ns, __ATOMIC_ACQUIRE);
+    if (running && prev == sig && __atomic_add_fetch(&repeats, 1, __ATOMIC_ACQ_REL) == 1 &&
+        (first == 0 || now - first < PROF_SIGNAL_GRACE_NS))
+        return;
+    prof_trace_close_from_signal();
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static void install_signal(int sig)
@@ -78,8 +106,11 @@ static void install_signal(int sig)
 /* fork: the prepare handler takes every lock so that the child inherits
  * them in a known state; the child then keeps only itself. */
 
+static pid_t fork_parent;   /* the forking process, for its child */
+
 static void atfork_prepare(void)
 {
+    fork_parent = getpid();
     pthread_mutex_lock(&prof_rt.lock);
     prof_collector_atfork_prepare();
     prof_intern_atfork_prepare();
@@ -92,40 +123,65 @@ static void atfork_parent(void)
     pthread_mutex_unlock(&prof_rt.lock);
 }
 
+/* The child keeps only what is its own, and starts nothing: a child that
+ * execs (subprocess, shell-outs) or exits without recording leaves no
+ * thread, no file and no output. The child sets itself up on its first
+ * record (fork_setup): until then zones take the out-of-line path, which
+ * looks for the pending setup, so the fast path pays nothing for it. */
 static void atfork_child(void)
 {
-    uint32_t parent = (uint32_t)prof_process_get()->pid;
+    uint32_t parent = (uint32_t)fork_parent;
 
     prof_intern_atfork_child();
     prof_collector_atfork_child();
+    prof_wake_atfork_child();
     prof_process_refresh();
+    /* The child's header names its parent also when the parent had not
+     * started recording yet (DataLoader workers fork before the first
+     * zone), and the child counts its own steps from the fork. */
+    prof_rt.forked_from = parent;
+    prof_steps = prof_summary_step_due = 0;
+    prof_trace_open_ticks = prof_trace_close_ticks = 0;
     if (!prof_rt.started) {
         pthread_mutex_unlock(&prof_rt.lock);
         return;
     }
-    prof_rt.forked_from = parent;
     __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&prof_rt.ready, 0, __ATOMIC_RELAXED);
     prof_rt.stopping = 0;
     prof_registry_atfork_child();
     prof_stats_reset();
     prof_cuda_atfork_child();
     prof_trace_atfork_child();
+    /* Windows and losses count from the fork too. */
     prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
-    /* The child's summary period starts with the child. */
     prof_rt.next_summary_ns = prof_rt.start_ns + prof_config_get()->every_ns;
-    prof_rt.window_start_step = prof_rt.summary_step_done = prof_steps;
+    prof_rt.window_start_step = prof_rt.summary_step_done = prof_rt.step_due_drained = 0;
     prof_rt.dropped = prof_rt.dropped_window = 0;
+    prof_rt.loss_seen = 0;
     __atomic_store_n(&prof_pending_signal, 0, __ATOMIC_RELAXED);
-    {
-        /* The parent's collector was most likely waiting on this condition
-         * variable when we forked: its waiter count came along, and the
-         * pthread_cond_destroy() in prof_collector_start_locked() would
-         * wait forever for a waiter that does not exist in the child. */
-        pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
-        prof_rt.wake = fresh;
+    if (!prof_rt.shut_down && prof_on_) {
+        __atomic_store_n(&prof_rt.fork_pending, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&prof_on_, prof_on_ | PROF_ON_HOOKS_, __ATOMIC_RELAXED);
     }
-    if (!prof_rt.shut_down && prof_on_)
+    pthread_mutex_unlock(&prof_rt.lock);
+}
+
+static int on_value(void);
+
+/* A forked child's first record: open its trace, start its collector. */
+static void fork_setup(void)
+{
+    pthread_mutex_lock(&prof_rt.lock);
+    if (prof_rt.fork_pending) {
+        prof_trace_open();
+        prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
+        prof_rt.next_summary_ns = prof_rt.start_ns + prof_config_get()->every_ns;
+        __atomic_store_n(&prof_rt.fork_pending, 0, __ATOMIC_RELEASE);
+        if (prof_on_)
+            __atomic_store_n(&prof_on_, on_value(), __ATOMIC_RELAXED);
         prof_collector_start_locked();
+    }
     pthread_mutex_unlock(&prof_rt.lock);
 }
 
@@ -142,6 +198,7 @@ int prof_runtime_start(void)
     const struct prof_config *cfg = prof_config_get();
     int err = 0;
 
+    prof_process_start();
     pthread_mutex_lock(&prof_rt.lock);
     if (!prof_rt.started) {
         prof_clock_init();
@@ -149,19 +206,31 @@ int prof_runtime_start(void)
         prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
         prof_rt.next_summary_ns = prof_rt.start_ns + cfg->every_ns;
         prof_trace_open();
+        prof_registry_init();
         if (!once_done) {
             once_done = 1;
-            pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
             atexit(at_exit);
             install_signal(SIGINT);
             install_signal(SIGTERM);
         }
         prof_rt.started = 1;
     }
-    if (!prof_rt.shut_down)
+    if (!prof_rt.shut_down && !prof_rt.fork_pending)
         err = prof_collector_start_locked();
     pthread_mutex_unlock(&prof_rt.lock);
     return err;
+}
+
+int prof_runtime_ready(void)
+{
+    /* Acquire pairs with the release in prof_collector_start_locked. */
+    if (__atomic_load_n(&prof_rt.ready, __ATOMIC_ACQUIRE))
+        return 0;
+    if (__atomic_load_n(&prof_rt.fork_pending, __ATOMIC_ACQUIRE))
+        fork_setup();
+    else
+        prof_runtime_start();
+    return __atomic_load_n(&prof_rt.ready, __ATOMIC_ACQUIRE) ? 0 : -ESRCH;
 }
 
 /* Zones take the out-of-line (hooked) path when they must emit NVTX
@@ -176,18 +245,29 @@ static int on_value(void)
 PROF_API int prof_enable(int on)
 {
     const struct prof_config *cfg = prof_config_get();
+    int err = 0;
 
     if (on && cfg->prof == PROF_SWITCH_OFF)
         return -EPERM;
-    if (on) {
-        pthread_mutex_lock(&prof_rt.lock);
-        prof_rt.shut_down = 0;
-        if (prof_rt.started)
-            prof_collector_start_locked();
-        pthread_mutex_unlock(&prof_rt.lock);
+    if (!on) {
+        __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);
+        return 0;
     }
-    __atomic_store_n(&prof_on_, on ? on_value() : 0, __ATOMIC_RELAXED);
-    return 0;
+    if (prof_collector_is_self())
+        return -EDEADLK;   /* a summary handler inside prof_shutdown */
+    pthread_mutex_lock(&control_lock);
+    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt.shut_down = 0;
+    /* The runtime starts on the first zone (nothing runs in a program
+     * that switches on and never records); once it has, switching on again
+     * restarts the collector. */
+    if (prof_rt.started && !prof_rt.fork_pending)
+        err = prof_collector_start_locked();
+    if (err == 0)
+        __atomic_store_n(&prof_on_, on_value(), __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&prof_rt.lock);
+    pthread_mutex_unlock(&control_lock);
+    return err;
 }
 
 PROF_API int prof_enabled(void)
@@ -199,8 +279,18 @@ __attribute__((constructor)) static void prof_load(void)
 {
     const struct prof_config *cfg = prof_config_get();
 
+    /* At load, not at start: a child forked before the first record must
+     * still know it is a child. */
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+
+    /* NVTX is set up here or never: the zones' path is chosen when
+     * recording switches on, and loading a library from inside a later
+     * prof_enable() is not worth the risk of the loader's lock. */
     if (cfg->nvtx && cfg->prof == PROF_SWITCH_ON)
         nvtx_ok = prof_nvtx_init() == 0;
+    else if (cfg->nvtx)
+        prof_log("PROF_NVTX=1 is ignored without PROF=1 when the library loads: zones that a "
+                 "program switches on itself (prof_enable) emit no NVTX ranges");
     if (cfg->prof == PROF_SWITCH_ON)
         prof_enable(1);
 }
@@ -210,18 +300,19 @@ __attribute__((constructor)) static void prof_load(void)
 
 static void push(uint32_t kind, uint64_t end, const char *name)
 {
-    struct prof_thread_ *t = prof_thread_self_;
+    struct prof_thread_ *t;
 
-    if (t == NULL && (t = prof_thread_attach_()) == NULL)
+    if (PROF_UNLIKELY_(__atomic_load_n(&prof_rt.fork_pending, __ATOMIC_ACQUIRE)))
+        fork_setup();
+    if ((t = prof_thread_self_) == NULL && (t = prof_thread_attach_()) == NULL)
         return;
     if (t->busy) {
-        __atomic_store_n(&t->reentered, t->reentered + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->refused, t->refused + 1, __ATOMIC_RELAXED);
         return;
     }
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    prof_ring_push_(t, prof_ticks_now_(), end, name,
-                    t->path[t->depth < PROF_MAX_DEPTH_ ? t->depth : PROF_MAX_DEPTH_], t->depth, kind);
+    prof_ring_push_(t, prof_ticks_now_(), end, name, t->path, t->depth & ~PROF_DEPTH_REPAIR_, kind);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
 }
@@ -260,7 +351,7 @@ PROF_API uint64_t prof_step(void)
     push(PROF_RECORD_STEP_, n, "step");
     if (cfg->every_steps && n % cfg->every_steps == 0) {
         __atomic_store_n(&prof_summary_step_due, n, __ATOMIC_RELEASE);
-        pthread_cond_signal(&prof_rt.wake);
+        prof_wake_collector();
     }
     return n;
 }
@@ -300,6 +391,8 @@ PROF_API prof_zone prof_zone_begin_hooked_(const char *name)
 {
     prof_zone z;
 
+    if (PROF_UNLIKELY_(__atomic_load_n(&prof_rt.fork_pending, __ATOMIC_ACQUIRE)))
+        fork_setup();
     if (nvtx_ok)
         prof_nvtx_push(name);
     z = prof_zone_open_(name, 0);
@@ -311,11 +404,9 @@ PROF_API prof_zone prof_zone_begin_hooked_(const char *name)
 
 PROF_API void prof_zone_end_hooked_(prof_zone *zone)
 {
-    uint64_t end = prof_ticks_now_();
-
     zone->thread = (void *)((uintptr_t)zone->thread & ~(uintptr_t)1);
     if (zone->start != 1 && zone->thread != NULL)
-        prof_zone_close_(zone, end);
+        prof_zone_close_(zone, 0);
     zone->start = 0;
     if (nvtx_ok)
         prof_nvtx_pop();
@@ -345,8 +436,10 @@ PROF_API int prof_flush(void)
 
     if (err == 0) {
         /* A step summary that became due before the call is out when it
-         * returns, not at the collector's next wake. */
+         * returns, not at the collector's next wake, and so is one the
+         * collector is writing right now. */
         prof_periodic_locked(prof_clock_now_ns());
+        prof_summary_wait_written_locked();
         pthread_mutex_unlock(&prof_rt.lock);
     }
     return err;
@@ -443,10 +536,25 @@ PROF_API int prof_counter_stats_list(prof_counter_stats *out, size_t cap)
     return n;
 }
 
+/* Hand b's text to an snprintf-style caller and free b: the length the
+ * whole text needs, the text cut to size - 1 bytes and NUL-terminated. */
+static int snprint_out(struct prof_buf *b, char *buf, size_t size)
+{
+    int n = (int)b->len;
+
+    if (size > 0) {
+        size_t k = b->len < size - 1 ? b->len : size - 1;
+        memcpy(buf, b->data, k);
+        buf[k] = '\0';
+    }
+    prof_buf_free(b);
+    return n;
+}
+
 PROF_API int prof_summary_snprint(char *buf, size_t size, int format)
 {
     struct prof_buf b = {0};
-    int err, n;
+    int err;
 
     if (buf == NULL && size > 0)
         return -EINVAL;
@@ -463,14 +571,7 @@ PROF_API int prof_summary_snprint(char *buf, size_t size, int format)
         prof_buf_free(&b);
         return -ENOMEM;
     }
-    n = (int)b.len;
-    if (size > 0) {
-        size_t k = b.len < size - 1 ? b.len : size - 1;
-        memcpy(buf, b.data, k);
-        buf[k] = '\0';
-    }
-    prof_buf_free(&b);
-    return n;
+    return snprint_out(&b, buf, size);
 }
 
 PROF_API int prof_summary_print(FILE *f)
@@ -539,10 +640,14 @@ PROF_API int prof_shutdown(void)
 {
     if (prof_collector_is_self())
         return -EDEADLK;
+    pthread_mutex_lock(&control_lock);
     pthread_mutex_lock(&prof_rt.lock);
-    if (!prof_rt.started || prof_rt.shut_down) {
+    if (!prof_rt.started || prof_rt.shut_down || prof_rt.fork_pending) {
+        /* A forked child that never recorded has nothing to report. */
+        prof_rt.shut_down = 1;
         __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&prof_rt.lock);
+        pthread_mutex_unlock(&control_lock);
         return 0;
     }
     prof_rt.shut_down = 1;
@@ -554,5 +659,186 @@ PROF_API int prof_shutdown(void)
     pthread_mutex_lock(&prof_rt.lock);
     prof_final_report_locked();
     pthread_mutex_unlock(&prof_rt.lock);
+    pthread_mutex_unlock(&control_lock);
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Windows and ranks (docs/DISTRIBUTED.md). The gather itself belongs to the
+ * caller's communicator, on the caller's (training) thread; here are only
+ * the window's numbers, the packing and the one table formatter. */
+
+PROF_API int prof_window_stats_list(prof_stage_stats *out, size_t cap, uint64_t *window_end_step)
+{
+    const prof_stage_stats *rows;
+    size_t n;
+
+    if (out == NULL && cap > 0)
+        return -EINVAL;
+    pthread_mutex_lock(&prof_rt.lock);
+    if (!prof_rt.started) {
+        pthread_mutex_unlock(&prof_rt.lock);
+        return -ESRCH;
+    }
+    if ((rows = prof_stats_window_last(&n, NULL, NULL)) == NULL) {
+        pthread_mutex_unlock(&prof_rt.lock);
+        return -ENOENT;
+    }
+    if (cap > 0)
+        memcpy(out, rows, (n < cap ? n : cap) * sizeof *out);
+    /* The kept window ended where the current one began. */
+    if (window_end_step != NULL)
+        *window_end_step = prof_rt.window_start_step;
+    pthread_mutex_unlock(&prof_rt.lock);
+    return (int)n;
+}
+
+PROF_API uint64_t prof_step_count(void)
+{
+    return __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
+}
+
+/* 0: not started, 1: cross-rank summaries on, -1: abandoned for good.
+ * Runtime lock. */
+static int ranks_state;
+static uint64_t ranks_timeout_ns;
+
+#define PROF_RANKS_TIMEOUT_DEFAULT_NS (60ull * 1000000000ull)
+
+PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns)
+{
+    static int logged_time, logged_none, logged_timeout;
+    const struct prof_config *cfg = prof_config_get();
+    const char *v = getenv("PROF_RANKS");
+    int err = 0;
+
+    if (v != NULL && strcmp(v, "0") == 0)
+        return -EPERM;
+    if (cfg->every_ns) {
+        prof_log_once(&logged_time, "cross-rank summaries need step windows, and "
+                      "PROF_SUMMARY_EVERY is time-based (ranks agree on steps, not on seconds): "
+                      "set PROF_SUMMARY_EVERY=Nsteps; each rank prints its own summaries");
+        return -EINVAL;
+    }
+    if (!cfg->every_steps) {
+        prof_log_once(&logged_none, "cross-rank summaries need PROF_SUMMARY_EVERY=Nsteps; "
+                      "none will be printed");
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&prof_rt.lock);
+    if (ranks_state < 0) {
+        err = -ECANCELED;
+    } else if (ranks_state == 0) {
+        const char *t = getenv("PROF_RANKS_TIMEOUT");
+        uint64_t ns = 0, steps = 0;
+        ranks_timeout_ns = PROF_RANKS_TIMEOUT_DEFAULT_NS;
+        if (t != NULL && *t != '\0') {
+            if (prof_parse_every(t, &ns, &steps) == 0 && ns > 0)
+                ranks_timeout_ns = ns;
+            else
+                prof_log_once(&logged_timeout, "PROF_RANKS_TIMEOUT=%s: not a duration such as "
+                              "30s or 500ms; using 60s", t);
+        }
+        ranks_state = 1;
+        __atomic_store_n(&prof_ranks_muted, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&prof_rt.lock);
+    if (err == 0) {
+        if (every_steps != NULL)
+            *every_steps = cfg->every_steps;
+        if (timeout_ns != NULL)
+            *timeout_ns = ranks_timeout_ns;
+    }
+    return err;
+}
+
+PROF_API int prof_ranks_pack(void *block, size_t size, int rank)
+{
+    struct prof_ranks_block *b;
+    const prof_stage_stats *rows = NULL;
+    uint64_t start = 0, wall = 0;
+    size_t n = 0;
+
+    if (block == NULL || size < PROF_RANKS_BLOCK_SIZE)
+        return -EINVAL;
+    /* Packed off the stack (7 KB) and copied: the caller's buffer need not
+     * be aligned. */
+    if ((b = malloc(sizeof *b)) == NULL)
+        return -ENOMEM;
+    prof_flush();
+    pthread_mutex_lock(&prof_rt.lock);
+    if (prof_rt.started)
+        rows = prof_stats_window_last(&n, &start, &wall);
+    prof_ranks_pack_rows(b, rank, rows, n, prof_rt.window_start_step, start, wall);
+    pthread_mutex_unlock(&prof_rt.lock);
+    memcpy(block, b, sizeof *b);
+    free(b);
+    return 0;
+}
+
+/* The table of blocks into b; the blocks are copied first: the caller's
+ * bytes need not be aligned. */
+static int ranks_format_buf(struct prof_buf *b, const void *blocks, size_t nranks, int format)
+{
+    void *copy;
+    int err;
+
+    if (blocks == NULL || nranks == 0 || nranks > (size_t)INT32_MAX)
+        return -EINVAL;
+    if (format == PROF_FORMAT_DEFAULT)
+        format = prof_config_get()->format;
+    if (format != PROF_FORMAT_TEXT && format != PROF_FORMAT_JSON)
+        return -EINVAL;
+    if ((copy = malloc(nranks * PROF_RANKS_BLOCK_SIZE)) == NULL)
+        return -ENOMEM;
+    memcpy(copy, blocks, nranks * PROF_RANKS_BLOCK_SIZE);
+    err = prof_ranks_format_blocks(b, copy, nranks, format);
+    free(copy);
+    return err;
+}
+
+PROF_API int prof_ranks_format(const void *blocks, size_t nranks, int format, char *buf,
+                               size_t size)
+{
+    struct prof_buf b = {0};
+    int err;
+
+    if (buf == NULL && size > 0)
+        return -EINVAL;
+    if ((err = ranks_format_buf(&b, blocks, nranks, format)) != 0) {
+        prof_buf_free(&b);
+        return err;
+    }
+    return snprint_out(&b, buf, size);
+}
+
+PROF_API int prof_ranks_emit(const void *blocks, size_t nranks)
+{
+    struct prof_buf b = {0};
+    int err;
+
+    if (prof_collector_is_self())
+        return -EDEADLK;
+    if ((err = ranks_format_buf(&b, blocks, nranks, PROF_FORMAT_DEFAULT)) != 0) {
+        prof_buf_free(&b);
+        return err;
+    }
+    pthread_mutex_lock(&prof_rt.lock);
+    err = prof_summary_deliver_locked(&b);
+    pthread_mutex_unlock(&prof_rt.lock);
+    return err;
+}
+
+PROF_API void prof_ranks_abandon(const char *why)
+{
+    int was;
+
+    pthread_mutex_lock(&prof_rt.lock);
+    was = ranks_state;
+    ranks_state = -1;
+    __atomic_store_n(&prof_ranks_muted, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&prof_rt.lock);
+    if (was >= 0)
+        prof_log("cross-rank summary failed (%s); each rank prints its own summaries again",
+                 why != NULL ? why : "no reason given");
 }

@@ -1,7 +1,9 @@
 /* log.c - every message the runtime prints goes through here, so that a
  * program can route them (prof_set_logger) and the library itself decides
  * nothing about where text goes. */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,28 +11,45 @@
 #include "prof.h"
 #include "log.h"
 
-struct logger {
+/* The function and its user pointer change together: a seqlock, so that
+ * a message never goes to one logger with the other's pointer. Writers
+ * take the mutex; readers (any thread, the collector) never wait, they
+ * retry while a change is under way (seq odd) or happened meanwhile. */
+static struct {
+    uint32_t seq;
     prof_log_fn fn;
     void *user;
-};
-
-static struct logger logger;  /* guarded by the atomics below */
+} logger;
+static pthread_mutex_t logger_lock = PTHREAD_MUTEX_INITIALIZER;
 
 PROF_API void prof_set_logger(prof_log_fn fn, void *user)
 {
+    pthread_mutex_lock(&logger_lock);
+    __atomic_store_n(&logger.seq, logger.seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&logger.fn, fn, __ATOMIC_RELAXED);
     __atomic_store_n(&logger.user, user, __ATOMIC_RELAXED);
-    /* Release: a reader that sees fn also sees its user pointer. */
-    __atomic_store_n(&logger.fn, fn, __ATOMIC_RELEASE);
+    /* Release: a reader that sees the even seq sees both fields. */
+    __atomic_store_n(&logger.seq, logger.seq + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&logger_lock);
 }
 
 static void log_message(const char *msg)
 {
-    prof_log_fn fn = __atomic_load_n(&logger.fn, __ATOMIC_ACQUIRE);
+    prof_log_fn fn;
+    void *user;
+    uint32_t seq;
     char line[1100];
     size_t n;
 
+    do {
+        seq = __atomic_load_n(&logger.seq, __ATOMIC_ACQUIRE);
+        fn = __atomic_load_n(&logger.fn, __ATOMIC_RELAXED);
+        user = __atomic_load_n(&logger.user, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while ((seq & 1) || seq != __atomic_load_n(&logger.seq, __ATOMIC_RELAXED));
     if (fn != NULL) {
-        fn(__atomic_load_n(&logger.user, __ATOMIC_RELAXED), msg);
+        fn(user, msg);
         return;
     }
     /* One write(2) per line so that messages from several threads or

@@ -1,19 +1,28 @@
 /* process.c - program name, host, pid and rank for summaries, trace
- * metadata and %p / %r in paths. */
+ * metadata and %p / %r in paths; and the runtime's place in the process:
+ * the object that holds it stays loaded once it has started, and a second
+ * copy of the runtime in the same process is reported. */
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "process.h"
 
 static struct prof_process proc;
 static int loaded;
 
+/* A rank variable that is set but not a rank: said once, then the next
+ * variable is tried, as if it were unset. */
 static int rank_from_env(void)
 {
     static const char *vars[] = {"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    static int logged;
 
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
@@ -21,9 +30,14 @@ static int rank_from_env(void)
         long r;
         if (v == NULL || *v == '\0')
             continue;
+        errno = 0;
         r = strtol(v, &end, 10);
-        if (*end == '\0' && r >= 0 && r < 1000000)
+        if (*end == '\0' && errno == 0 && r >= 0 && r < PROF_RANK_LIMIT && v[0] >= '0' &&
+            v[0] <= '9')
             return (int)r;
+        prof_log_once(&logged, "%s=\"%.40s%s\" is not a rank (expected 0 to %d); ignored, "
+                      "so %%r in paths is 0 unless another rank variable is set", vars[i], v,
+                      strlen(v) > 40 ? "..." : "", PROF_RANK_LIMIT - 1);
     }
     return -1;
 }
@@ -95,4 +109,89 @@ int prof_path_has_pid(const char *pat)
             return 1;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The runtime's place in the process. */
+
+/* What identifies this copy of the runtime: its address is different in
+ * every copy, whether a shared libprof or libprof_static linked into a
+ * plugin (even one that hides the library's symbols). */
+static const char copy_marker;
+
+#define RUNTIME_VAR "PROF_RUNTIME_LOADED"
+
+/* Copies of the runtime do not link each other (a plugin may hide every
+ * symbol of the static library it carries, and Python loads extensions
+ * RTLD_LOCAL, out of reach of dlsym(RTLD_DEFAULT)), but they share the
+ * environment. Each copy, as it starts, reads and then writes
+ * "<image>:<marker address>:<path>", where image names this process image:
+ * the pid and the kernel's random bytes for it (AT_RANDOM, new at every
+ * exec), so that a value inherited through exec, even an exec that keeps
+ * the pid, is a stranger's.
+ * setenv is not safe against a concurrent getenv in another thread; this
+ * runs once per copy, when the runtime starts. */
+static void image_id(char *buf, size_t size)
+{
+    const unsigned char *r = (const unsigned char *)(uintptr_t)getauxval(AT_RANDOM);
+    unsigned long long bits = 0;
+
+    if (r != NULL)
+        memcpy(&bits, r, sizeof bits);
+    snprintf(buf, size, "%ld-%llx", (long)getpid(), bits);
+}
+
+static void check_other_copy(const char *self_path)
+{
+    const char *v = getenv(RUNTIME_VAR);
+    char mine[4200], image[64];
+    size_t n;
+
+    image_id(image, sizeof image);
+    n = strlen(image);
+    if (v != NULL && strncmp(v, image, n) == 0 && v[n] == ':') {
+        unsigned long long addr = 0;
+        int used = 0;
+        if (sscanf(v + n, ":%llx:%n", &addr, &used) == 1 && used > 0 &&
+            addr != (unsigned long long)(uintptr_t)&copy_marker) {
+            static int logged;
+            prof_log_once(&logged, "two copies of the prof runtime in one process: %s and %s; "
+                          "each keeps its own statistics, summary and trace (link every module "
+                          "against one shared libprof)", v + n + used, self_path);
+            return;   /* the first copy's entry stays: a third copy names it too */
+        }
+    }
+    snprintf(mine, sizeof mine, "%s:%llx:%s", image, (unsigned long long)(uintptr_t)&copy_marker,
+             self_path);
+    setenv(RUNTIME_VAR, mine, 1);
+}
+
+/* dlclose of the object holding a started runtime would unmap the code of
+ * the collector thread, of the thread-exit destructor and of the SIGINT /
+ * SIGTERM handlers while they stay registered: RTLD_NODELETE keeps it, and
+ * the handle is never closed. The main program is never unloaded; dlopen
+ * of its name may fail, which is fine. */
+static void pin(const Dl_info *info)
+{
+    if (info->dli_fname == NULL || info->dli_fname[0] == '\0')
+        return;
+    if (dlopen(info->dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == NULL) {
+        /* the main program, or a name the loader no longer knows */
+    }
+}
+
+void prof_process_start(void)
+{
+    static int done;
+    Dl_info info;
+
+    /* No waiting on another thread here: a thread inside dlopen (holding
+     * the loader's lock) may be the one that started first. */
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        return;
+    memset(&info, 0, sizeof info);
+    if (dladdr(&copy_marker, &info) == 0 || info.dli_fname == NULL)
+        info.dli_fname = "(unknown object)";
+    pin(&info);
+    check_other_copy(info.dli_fname);
 }

@@ -12,6 +12,10 @@ struct prof_process {
     int rank;        /* RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK; -1 if none */
 };
 
+/* Ranks from the environment are 0 to PROF_RANK_LIMIT - 1; a variable
+ * outside that, or not a number, is said once and ignored. */
+#define PROF_RANK_LIMIT 1000000
+
 const struct prof_process *prof_process_get(void);
 void prof_process_refresh(void);   /* after fork */
 
@@ -21,5 +25,14 @@ int prof_path_expand(const char *pattern, char *buf, size_t size);
 
 /* Nonzero when pattern contains %p. */
 int prof_path_has_pid(const char *pattern);
+
+/* Once per process, when the runtime starts, before it takes the runtime
+ * lock (this takes the dynamic loader's): keeps the object that contains
+ * the runtime (libprof.so, or a plugin that linked libprof_static) loaded
+ * for good (RTLD_NODELETE), so that a dlclose cannot unmap the collector,
+ * the thread-exit destructor or the signal handlers; and says once, naming
+ * both objects, when another copy of the runtime has started in this
+ * process. Any thread; returns at once after the first call. */
+void prof_process_start(void);
 
 #endif

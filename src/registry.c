@@ -24,7 +24,9 @@ PROF_API __thread struct prof_thread_ *prof_thread_self_ __attribute__((tls_mode
 
 /* 0 idle; 1 while this thread is attaching: an instrumented allocator (or
  * a signal handler) that re-enters a zone gets a no-op zone instead of
- * recursing; 2 after a failure, so later zones give up at once. */
+ * recursing; 2 after a failure, so later zones give up at once; 3 after
+ * the thread's exit destructor ran: zones in destructors that run later
+ * record nothing rather than register the thread a second time. */
 static __thread int attach_state __attribute__((tls_model("initial-exec")));
 
 /* A name given by prof_thread_name() before this thread attached. */
@@ -32,9 +34,14 @@ static __thread const char *pending_name __attribute__((tls_model("initial-exec"
 
 struct prof_thread *prof_threads;
 uint64_t prof_threads_seen;
+uint64_t prof_zones_late;
+
+/* Threads that attached since the collector last looked: pushed without a
+ * lock (so that attaching takes no lock an interrupted thread could hold),
+ * moved into prof_threads under the runtime lock. */
+static struct prof_thread *incoming;
 
 static pthread_key_t exit_key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
 static int oom_logged;
 
@@ -43,14 +50,35 @@ static void thread_exited(void *p)
     struct prof_thread *t = p;
 
     prof_thread_self_ = NULL;
+    attach_state = 3;
     /* Release: every record this thread pushed is visible to a collector
      * that sees exited == 1. */
     __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
 }
 
-static void make_key(void)
+void prof_registry_init(void)
 {
-    key_ok = pthread_key_create(&exit_key, thread_exited) == 0;
+    if (!key_ok)
+        key_ok = pthread_key_create(&exit_key, thread_exited) == 0;
+}
+
+void prof_registry_splice_locked(void)
+{
+    struct prof_thread *t = __atomic_exchange_n(&incoming, NULL, __ATOMIC_ACQUIRE);
+
+    /* incoming is newest first; keep the registry newest first too. */
+    while (t != NULL) {
+        struct prof_thread *next = t->next;
+        t->index = (uint32_t)prof_threads_seen++;
+        t->next = prof_threads;
+        prof_threads = t;
+        t = next;
+    }
+}
+
+static size_t state_size(void)
+{
+    return (sizeof(struct prof_thread) + 4095) & ~(size_t)4095;
 }
 
 PROF_API struct prof_thread_ *prof_thread_attach_(void)
@@ -58,50 +86,83 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
     struct prof_thread *t;
     uint64_t cap;
 
-    if (attach_state != 0)
+    if (attach_state != 0) {
+        if (attach_state == 3)
+            __atomic_fetch_add(&prof_zones_late, 1, __ATOMIC_RELAXED);
         return NULL;
+    }
     attach_state = 1;
-    if (prof_runtime_start() != 0)
+    if (prof_runtime_ready() != 0)
         goto fail;
-    pthread_once(&key_once, make_key);
     cap = prof_config_get()->buffer;
-    t = aligned_alloc(64, (sizeof *t + 63) & ~(size_t)63);
-    if (t == NULL)
+    /* Mapped, not malloc'd: attaching may happen on a thread's first zone
+     * inside a signal handler, so it uses no allocator and takes no lock.
+     * The ring is populated now, so that no later zone takes a page fault
+     * and resident memory does not creep up during the first lap; it goes
+     * back to the system when the thread's state is freed. */
+    t = mmap(NULL, state_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED)
         goto oom;
-    memset(t, 0, sizeof *t);
-    /* The ring is mapped, not malloc'd, so that it goes back to the system
-     * when the thread's state is freed (glibc would keep a freed megabyte in
-     * its pools and clear it again for the next thread). It is populated
-     * now, on the thread's first zone, so that no later zone takes a page
-     * fault and resident memory does not creep up during the first lap. */
     t->hot.ring = mmap(NULL, cap * sizeof(prof_record_), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (t->hot.ring == MAP_FAILED) {
-        free(t);
+        munmap(t, state_size());
         goto oom;
     }
     t->hot.mask = cap - 1;
+    t->hot.half = cap / 2 - 1;
+    t->hot.path = PROF_PATH_ROOT_;
     t->name = pending_name;
-    t->hot.path[0] = PROF_PATH_ROOT_;
     t->tid = (uint32_t)syscall(SYS_gettid);
-
-    pthread_mutex_lock(&prof_rt.lock);
-    t->index = (uint32_t)prof_threads_seen++;
-    t->next = prof_threads;
-    prof_threads = t;
-    pthread_mutex_unlock(&prof_rt.lock);
-
     if (key_ok)
         pthread_setspecific(exit_key, t);
     prof_thread_self_ = &t->hot;
+    /* Release: the collector that takes t from incoming sees it whole. */
+    t->next = __atomic_load_n(&incoming, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&incoming, &t->next, t, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        ;
     attach_state = 0;
     return &t->hot;
 oom:
     prof_log_once(&oom_logged, "out of memory for a thread's ring (PROF_BUFFER=%llu records); "
                   "that thread's zones are not recorded", (unsigned long long)cap);
-fail:
     attach_state = 2;
     return NULL;
+fail:
+    attach_state = 0;   /* not started (or not yet, in a forked child): try again later */
+    return NULL;
+}
+
+void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t depth, const char *name)
+{
+    struct prof_thread *t;
+    int tries;
+
+    /* The lock keeps owner from being freed while we look. trylock: this
+     * may run in a signal handler that interrupted the lock's holder. */
+    for (tries = 0; pthread_mutex_trylock(&prof_rt.lock) != 0; tries++)
+        if (tries == 1000)
+            return;
+    prof_registry_splice_locked();
+    for (t = prof_threads; t != NULL; t = t->next) {
+        if (&t->hot != owner)
+            continue;
+        /* Only while the zone still holds that level on its thread. */
+        if (!__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
+            (__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_) > depth &&
+            __atomic_load_n(&t->hot.names[depth], __ATOMIC_ACQUIRE) == name)
+        {
+            __atomic_fetch_or(&t->hot.foreign, (uint64_t)1 << depth, __ATOMIC_RELEASE);
+            /* Send the owner's next open or close out of line, where it
+             * reads foreign. Lost only if the owner stores its depth in
+             * the same instant; foreign is then read on a later slow path
+             * (at the latest when an enclosing zone ends). */
+            __atomic_fetch_or(&t->hot.depth, PROF_DEPTH_REPAIR_, __ATOMIC_RELAXED);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&prof_rt.lock);
 }
 
 int prof_thread_set_name(const char *interned)
@@ -120,7 +181,9 @@ void prof_thread_free(struct prof_thread *t)
     if (t == NULL)
         return;
     munmap(t->hot.ring, (t->hot.mask + 1) * sizeof(prof_record_));
-    free(t);
+    if (t->child != NULL)
+        munmap(t->child, t->child_cap * sizeof *t->child);
+    munmap(t, state_size());
 }
 
 void prof_registry_atfork_child(void)
@@ -128,6 +191,7 @@ void prof_registry_atfork_child(void)
     struct prof_thread *self = (struct prof_thread *)prof_thread_self_;
     struct prof_thread *t, *next;
 
+    prof_registry_splice_locked();
     for (t = prof_threads; t != NULL; t = next) {
         next = t->next;
         if (t != self)
@@ -143,12 +207,11 @@ void prof_registry_atfork_child(void)
     /* The records still in the ring are the parent's, counted there. */
     self->hot.tail = self->hot.head;
     self->hot.tail_cache = self->hot.head;
-    self->hot.dropped = self->hot.reentered = 0;
-    self->dropped_seen = self->reentered_seen = 0;
+    self->hot.dropped = self->hot.refused = 0;
+    self->dropped_seen = self->refused_seen = 0;
     self->traced_name = NULL;
-    memset(self->child_ns, 0, sizeof self->child_ns);
-    memset(self->child_first, 0, sizeof self->child_first);
-    memset(self->child_last, 0, sizeof self->child_last);
+    if (self->child != NULL)
+        memset(self->child, 0, self->child_cap * sizeof *self->child);   /* still mapped */
     memset(self->trace_first, 0, sizeof self->trace_first);
     self->trace_depth = 0;
 }

@@ -7,6 +7,10 @@
 
 #include "prof.h"
 
+struct prof_children {
+    uint64_t ns, first, last;
+};
+
 struct prof_thread {
     struct prof_thread_ hot;     /* first: prof.h's fast path sees only this */
     uint32_t tid;                /* kernel thread id */
@@ -15,27 +19,43 @@ struct prof_thread {
     int exited;                  /* set (release) by the thread's destructor */
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
     /* Collector-private from here on. */
-    /* Zones ended at each depth since their parent last ended: their total
-     * time and the span [first start, last end] in ticks. */
-    uint64_t child_ns[PROF_MAX_DEPTH_ + 2];
-    uint64_t child_first[PROF_MAX_DEPTH_ + 2];
-    uint64_t child_last[PROF_MAX_DEPTH_ + 2];
+    /* Per depth, the zones ended since their parent last ended: their
+     * total time and the span [first start, last end] in ticks. Grown to
+     * the deepest depth seen (mapped). */
+    struct prof_children *child;
+    uint32_t child_cap;
     uint64_t dropped_seen;
-    uint64_t reentered_seen;
+    uint64_t refused_seen;
     const char *traced_name;     /* the name last written to the trace */
     /* The trace's placement of this thread's zones (trace.c): the latest
      * end written, and per depth, for the zones written since their parent
      * ended, the earliest start and what that start could not precede.
      * 0 = none. */
     uint64_t trace_end;
+    double trace_end_v;          /* that zone's end as a viewer computes it */
     uint64_t trace_first[PROF_MAX_DEPTH_ + 1];
     uint64_t trace_floor[PROF_MAX_DEPTH_ + 1];
     uint32_t trace_depth;        /* deepest depth with a trace_first */
 };
 
 /* Every attached thread, newest first. Walk and modify only under the
- * runtime lock (runtime.h). */
+ * runtime lock (runtime.h), after prof_registry_splice_locked(). */
 extern struct prof_thread *prof_threads;
+
+/* Move the threads that attached since the last call into prof_threads. */
+void prof_registry_splice_locked(void);
+
+/* Create the thread-exit key (runtime start, before any thread attaches). */
+void prof_registry_init(void);
+
+/* A zone of owner's at this depth was ended on another thread: if owner
+ * still lives and the zone still holds that level, tell owner the level is
+ * free. Any thread; takes the runtime lock (trylock). */
+void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t depth, const char *name);
+
+/* Zones begun in thread-exit destructors that ran after prof's own: not
+ * recorded (the thread is gone from the registry), counted (atomic). */
+extern uint64_t prof_zones_late;
 
 /* Number of threads that ever attached, and that are attached now. */
 extern uint64_t prof_threads_seen;

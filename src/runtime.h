@@ -12,9 +12,11 @@
 
 struct prof_runtime {
     pthread_mutex_t lock;
-    pthread_cond_t wake;          /* the collector waits on it */
     int started;                  /* runtime initialised (clock, atexit) */
     int collector_running;
+    int ready;                    /* started, collector running: a thread may
+                                     attach without a lock (atomic) */
+    int fork_pending;             /* forked child not set up yet (atomic) */
     int stopping;                 /* the collector is asked to exit */
     int shut_down;                /* prof_shutdown ran */
     pthread_t collector;
@@ -28,6 +30,7 @@ struct prof_runtime {
     uint64_t dropped_window;
     uint64_t lost_memory;         /* records the collector could not keep */
     uint64_t cuda_lost_seen;      /* prof_cuda_lost() already counted in dropped */
+    uint64_t loss_seen;           /* process-wide refusals already counted */
     uint32_t forked_from;         /* parent pid in a forked child, else 0 */
 };
 
@@ -44,6 +47,11 @@ extern uint64_t prof_summary_step_due;
 /* Start the runtime and the collector thread if they are not running.
  * Returns 0 or a negative errno. Any thread; takes the lock. */
 int prof_runtime_start(void);
+
+/* 0 when a thread may attach: the runtime and its collector run. Starts
+ * them when they do not (the first zone of a program that never called
+ * prof_enable, or of a forked child). -ESRCH when recording cannot start. */
+int prof_runtime_ready(void);
 
 /* Drain every ring into the statistics and the trace. Lock held. */
 void prof_collect_locked(void);

@@ -15,6 +15,7 @@
  * same way as it is freed. Each stage is shown once, under the parent stage
  * of its heaviest node. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@
 #include "intern.h"
 #include "map.h"
 #include "registry.h"
+#include "runtime.h"
 #include "stats.h"
 
 struct node {
@@ -29,6 +31,8 @@ struct node {
     struct prof_stage *stage;
     uint64_t run_total, win_total;
 };
+
+uint64_t prof_stats_hist_lost;
 
 static struct prof_map by_raw;      /* raw name pointer -> stage */
 static struct prof_map by_name;     /* interned name -> stage */
@@ -51,7 +55,10 @@ static void acc_add(struct prof_acc *a, uint64_t dur, uint64_t self)
     a->count++;
     a->total += dur;
     a->self += self;
-    prof_hist_record(&a->hist, dur);
+    /* Out of memory for a histogram group: the value is in every number
+     * but the percentiles; counted, and shown with the losses. */
+    if (prof_hist_record(&a->hist, dur) != 0)
+        prof_stats_hist_lost++;
 }
 
 static void acc_clear(struct prof_acc *a)
@@ -150,6 +157,12 @@ void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_
 
 static void counter_add(struct prof_counter_acc *a, double v)
 {
+    /* NaN or an infinity would poison min, max and avg for the rest of the
+     * run (and JSON has no such numbers): counted apart, shown apart. */
+    if (!isfinite(v)) {
+        a->nonfinite++;
+        return;
+    }
     if (a->count == 0 || v < a->min)
         a->min = v;
     if (a->count == 0 || v > a->max)
@@ -224,13 +237,15 @@ static int attach_open_stack(const struct prof_thread *t)
 {
     uint32_t path[PROF_MAX_DEPTH_ + 1];
     const char *names[PROF_MAX_DEPTH_];
-    uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED);
+    uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_;
 
     if (depth > PROF_MAX_DEPTH_)
         depth = PROF_MAX_DEPTH_;
     path[0] = PROF_PATH_ROOT_;
     for (uint32_t d = 0; d < depth; d++) {
-        names[d] = __atomic_load_n(&t->hot.names[d], __ATOMIC_RELAXED);
+        /* Acquire pairs with the opening thread's release: the string
+         * a pointer names is visible with it. */
+        names[d] = __atomic_load_n(&t->hot.names[d], __ATOMIC_ACQUIRE);
         path[d + 1] = prof_path_mix_(path[d], names[d]);
     }
     /* The stack may have moved while we read it; a torn read gives hashes
@@ -280,7 +295,7 @@ void prof_stats_thread_gone(const struct prof_thread *t)
 {
     /* Its open-zone stack is about to be freed: the nodes its children
      * point to must exist before it goes, or they lose their parent. */
-    if (__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) > 0)
+    if ((__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_) > 0)
         attach_open_stack(t);
 }
 
@@ -492,6 +507,56 @@ void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
         out->depth++;
 }
 
+/* The last closed window (prof_stats_window_last): one prof_stage_stats
+ * per stage, replaced at every window, so its memory is bounded by the
+ * number of stages. */
+static struct prof_stage_stats *last_rows;
+static size_t last_len, last_cap;
+static uint64_t last_start_step, last_wall_ns;
+static int last_valid;
+
+/* Called as the periodic summary that showed the window has been formatted,
+ * with the wall time it showed: the tree it used is still built, so rows
+ * come out in its order. */
+void prof_stats_window_keep(uint64_t wall)
+{
+    struct prof_rows rows;
+
+    last_valid = 0;
+    last_len = 0;
+    if (prof_stats_rows(&rows, 1, 0) != 0)
+        return;
+    if (rows.len > last_cap) {
+        struct prof_stage_stats *grown = realloc(last_rows, rows.len * sizeof *grown);
+        if (grown == NULL) {
+            prof_rows_free(&rows);
+            return;
+        }
+        last_rows = grown;
+        last_cap = rows.len;
+    }
+    for (size_t i = 0; i < rows.len; i++) {
+        prof_stats_fill(rows.rows[i].stage, 1, wall, &last_rows[i]);
+        last_rows[i].depth = rows.rows[i].depth;
+    }
+    last_len = rows.len;
+    last_start_step = prof_rt.window_start_step;
+    last_wall_ns = wall;
+    last_valid = 1;
+    prof_rows_free(&rows);
+}
+
+const struct prof_stage_stats *prof_stats_window_last(size_t *n, uint64_t *start_step,
+                                                      uint64_t *wall_ns)
+{
+    *n = last_valid ? last_len : 0;
+    if (start_step != NULL)
+        *start_step = last_start_step;
+    if (wall_ns != NULL)
+        *wall_ns = last_wall_ns;
+    return last_valid ? last_rows : NULL;
+}
+
 void prof_stats_window_reset(void)
 {
     for (size_t i = 0; i < by_name.cap; i++) {
@@ -534,6 +599,11 @@ static void stage_free(void *p)
 
 void prof_stats_reset(void)
 {
+    /* Its rows point at names and parents of the stages freed here. */
+    free(last_rows);
+    last_rows = NULL;
+    last_len = last_cap = 0;
+    last_valid = 0;
     free_values(&by_name, stage_free);
     free_values(&nodes, free);
     free_values(&counters, free);

@@ -37,6 +37,7 @@ struct prof_stage {
 
 struct prof_counter_acc {
     uint64_t count;
+    uint64_t nonfinite;          /* NaN and infinite values, left out */
     double last, min, max, sum;
 };
 
@@ -101,7 +102,25 @@ struct prof_counter *prof_counter_find(const char *name);
 
 size_t prof_stats_nstages(void);
 
+/* Values left out of a histogram for want of memory (collector only). */
+extern uint64_t prof_stats_hist_lost;
+
 void prof_stats_window_reset(void);  /* a window summary was printed */
+
+/* Keep the window a periodic summary has just shown (wall_ns: the wall
+ * time it showed), before prof_stats_window_reset() clears it. Lock held. */
+void prof_stats_window_keep(uint64_t wall_ns);
+
+/* The window kept last: its stages' numbers in the summary's order (the
+ * JSON "window" section's rows). *n is set to the row count; *start_step
+ * to the step the window began at (it ended where the current window
+ * begins: prof_rt.window_start_step); *wall_ns to its wall time (either
+ * may be NULL). Returns NULL (and *n = 0) while no window has closed since
+ * the start or the last prof_stats_reset(). Lock held; the array stays
+ * valid until the next window is kept. */
+struct prof_stage_stats;
+const struct prof_stage_stats *prof_stats_window_last(size_t *n, uint64_t *start_step,
+                                                      uint64_t *wall_ns);
 void prof_stats_reset(void);         /* forget everything */
 
 #endif

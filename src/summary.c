@@ -8,6 +8,7 @@
 
 #include "prof.h"
 #include "clock.h"
+#include "env.h"
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
@@ -21,22 +22,25 @@ struct view {
     uint64_t step;               /* the step the summary is taken at */
 };
 
-static void fmt_dur(char *buf, size_t size, double ns)
+/* Numbers go through json.c's locale-free formatters: printf's %f would
+ * write the program's locale's decimal comma. */
+void prof_summary_fmt_dur(char *buf, size_t size, double ns)
 {
-    if (ns < 1e3)
-        snprintf(buf, size, "%.0f ns", ns);
-    else if (ns < 1e6)
-        snprintf(buf, size, "%.2f us", ns / 1e3);
-    else if (ns < 1e9)
-        snprintf(buf, size, "%.2f ms", ns / 1e6);
-    else
-        snprintf(buf, size, "%.3f s", ns / 1e9);
+    static const struct { double below, scale; int decimals; const char *unit; } u[] = {
+        {1e3, 1, 0, " ns"}, {1e6, 1e3, 2, " us"}, {1e9, 1e6, 2, " ms"}, {0, 1e9, 3, " s"},
+    };
+    size_t i = 0, n;
+
+    while (i < 3 && !(ns < u[i].below))
+        i++;
+    n = prof_fmt_fixed(buf, size, ns / u[i].scale, u[i].decimals);
+    snprintf(buf + n, size - n, "%s", u[i].unit);
 }
 
 /* A name as it may reach a terminal: valid UTF-8 is kept, control bytes
  * (escape sequences included) and invalid bytes are shown as \xNN, and long
  * names are cut. Returns the number of columns used. */
-static size_t display_name(char *out, size_t size, const char *name, size_t max_cols)
+size_t prof_summary_name(char *out, size_t size, const char *name, size_t max_cols)
 {
     const unsigned char *s = (const unsigned char *)name;
     size_t n = 0, cols = 0;
@@ -67,6 +71,17 @@ static size_t display_name(char *out, size_t size, const char *name, size_t max_
     return cols;
 }
 
+/* A step window normally holds PROF_SUMMARY_EVERY=N steps. When the step
+ * records that end windows were dropped (a full ring), the collector learns
+ * of the due step only after the fact and prints one summary for the steps
+ * since the last one: it says so, with how many windows it holds. */
+static uint64_t merged_windows(const struct view *v)
+{
+    uint64_t every = prof_config_get()->every_steps;
+
+    return v->window && every && v->steps > every ? (v->steps + every - 1) / every : 1;
+}
+
 static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const struct view *v,
                         uint64_t run_ns)
 {
@@ -74,17 +89,23 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
     char clock[48], run[24], win[24];
 
     prof_clock_source(clock, sizeof clock);
-    fmt_dur(run, sizeof run, (double)run_ns);
-    fmt_dur(win, sizeof win, (double)v->wall_ns);
+    prof_summary_fmt_dur(run, sizeof run, (double)run_ns);
+    prof_summary_fmt_dur(win, sizeof win, (double)v->wall_ns);
     prof_buf_printf(b, "prof summary: %s (pid %d", p->program, p->pid);
     if (p->rank >= 0)
         prof_buf_printf(b, ", rank %d", p->rank);
     if (prof_rt.forked_from)
         prof_buf_printf(b, ", forked from %u", prof_rt.forked_from);
     prof_buf_puts(b, ")");
-    if (kind == PROF_KIND_PERIODIC)
+    if (kind == PROF_KIND_PERIODIC) {
+        uint64_t n = merged_windows(v);
+
         prof_buf_printf(b, ", step %llu: last %llu steps in %s; run %s",
                         (unsigned long long)v->step, (unsigned long long)v->steps, win, run);
+        if (n > 1)
+            prof_buf_printf(b, " (%llu windows in one: their step records were dropped, ring "
+                            "full)", (unsigned long long)n);
+    }
     else
         prof_buf_printf(b, ", %s: %llu steps, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
                         (unsigned long long)v->step, run);
@@ -101,7 +122,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     char name[256];
 
     for (size_t i = 0; i < r->len; i++) {
-        size_t w = 2 * r->rows[i].depth + display_name(name, sizeof name, r->rows[i].stage->name, 48);
+        size_t w = 2 * r->rows[i].depth + prof_summary_name(name, sizeof name, r->rows[i].stage->name, 48);
         if (w > width)
             width = w;
     }
@@ -115,28 +136,32 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         size_t cols_used;
 
         prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
-        cols_used = display_name(name, sizeof name, st.name, 48);
+        cols_used = prof_summary_name(name, sizeof name, st.name, 48);
         prof_buf_printf(b, "%*s%s%*s", (int)(2 * r->rows[i].depth), "", name,
                         (int)(width - 2 * r->rows[i].depth - cols_used), "");
         if (st.count == 0) {
             prof_buf_printf(b, " %10s  (open, none ended)\n", "0");
             continue;
         }
-        fmt_dur(d[0], 24, (double)st.total_ns);
-        fmt_dur(d[1], 24, (double)st.self_ns);
-        fmt_dur(d[2], 24, st.avg_ns);
-        fmt_dur(d[3], 24, st.p50_ns);
-        fmt_dur(d[4], 24, st.p95_ns);
-        fmt_dur(d[5], 24, st.p99_ns);
-        fmt_dur(d[6], 24, (double)st.max_ns);
+        prof_summary_fmt_dur(d[0], 24, (double)st.total_ns);
+        prof_summary_fmt_dur(d[1], 24, (double)st.self_ns);
+        prof_summary_fmt_dur(d[2], 24, st.avg_ns);
+        prof_summary_fmt_dur(d[3], 24, st.p50_ns);
+        prof_summary_fmt_dur(d[4], 24, st.p95_ns);
+        prof_summary_fmt_dur(d[5], 24, st.p99_ns);
+        prof_summary_fmt_dur(d[6], 24, (double)st.max_ns);
         prof_buf_printf(b, " %10llu", (unsigned long long)st.count);
         for (int c = 0; c < 7; c++)
             prof_buf_printf(b, " %10s", d[c]);
-        prof_buf_printf(b, " %5.1f%%\n", 100.0 * st.wall_share);
+        {
+            char pct[32];
+            prof_fmt_fixed(pct, sizeof pct, 100.0 * st.wall_share, 1);
+            prof_buf_printf(b, " %5s%%\n", pct);
+        }
     }
     if (r->folded) {
         char t[24];
-        fmt_dur(t, sizeof t, (double)r->folded_total);
+        prof_summary_fmt_dur(t, sizeof t, (double)r->folded_total);
         prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
     }
     if (r->ncounters) {
@@ -144,16 +169,23 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
                         "last", "min", "max", "avg");
         for (size_t i = 0; i < r->ncounters; i++) {
             const struct prof_counter_acc *a = v->window ? &r->counters[i]->win : &r->counters[i]->run;
-            size_t w = display_name(name, sizeof name, r->counters[i]->name, 48);
-            prof_buf_printf(b, "%s%*s %10llu %10.4g %10.4g %10.4g %10.4g\n", name,
-                            (int)(width - w), "", (unsigned long long)a->count, a->last, a->min,
-                            a->max, a->count ? a->sum / (double)a->count : 0.0);
+            size_t w = prof_summary_name(name, sizeof name, r->counters[i]->name, 48);
+            char g[4][32];
+            prof_fmt_sig(g[0], sizeof g[0], a->last, 4);
+            prof_fmt_sig(g[1], sizeof g[1], a->min, 4);
+            prof_fmt_sig(g[2], sizeof g[2], a->max, 4);
+            prof_fmt_sig(g[3], sizeof g[3], a->count ? a->sum / (double)a->count : 0.0, 4);
+            prof_buf_printf(b, "%s%*s %10llu %10s %10s %10s %10s", name, (int)(width - w), "",
+                            (unsigned long long)a->count, g[0], g[1], g[2], g[3]);
+            if (a->nonfinite)
+                prof_buf_printf(b, "  (+%llu NaN/inf left out)", (unsigned long long)a->nonfinite);
+            prof_buf_puts(b, "\n");
         }
     }
     if (r->nmarks) {
         prof_buf_puts(b, "marks:");
         for (size_t i = 0; i < r->nmarks; i++) {
-            display_name(name, sizeof name, r->marks[i]->name, 48);
+            prof_summary_name(name, sizeof name, r->marks[i]->name, 48);
             prof_buf_printf(b, " %s x%llu", name,
                             (unsigned long long)(v->window ? r->marks[i]->win : r->marks[i]->run));
         }
@@ -217,7 +249,8 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         const struct prof_counter_acc *a = v->window ? &r->counters[i]->win : &r->counters[i]->run;
         prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
         prof_buf_json_string(b, r->counters[i]->name);
-        prof_buf_printf(b, ",\"count\":%llu,\"last\":", (unsigned long long)a->count);
+        prof_buf_printf(b, ",\"count\":%llu,\"nonfinite\":%llu,\"last\":", (unsigned long long)a->count,
+                        (unsigned long long)a->nonfinite);
         prof_buf_double(b, a->last);
         prof_buf_puts(b, ",\"min\":");
         prof_buf_double(b, a->min);
@@ -263,12 +296,16 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
             prof_buf_printf(b, ",\"rank\":%d", p->rank);
         else
             prof_buf_puts(b, ",\"rank\":null");
-        prof_buf_printf(b, ",\"unix_time\":%.3f,\"step\":%llu,\"wall_ns\":%llu,\"threads\":%llu,"
+        prof_buf_puts(b, ",\"unix_time\":");
+        prof_buf_fixed(b, (double)rt.tv_sec + rt.tv_nsec / 1e9, 3);
+        prof_buf_printf(b, ",\"step\":%llu,\"wall_ns\":%llu,\"threads\":%llu,"
                         "\"dropped\":%llu",
-                        (double)rt.tv_sec + rt.tv_nsec / 1e9, (unsigned long long)step,
+                        (unsigned long long)step,
                         (unsigned long long)run.wall_ns, (unsigned long long)prof_threads_seen,
                         (unsigned long long)prof_rt.dropped);
         if (kind == PROF_KIND_PERIODIC && prof_stats_rows(&rows, 1, 0) == 0) {
+            prof_buf_printf(b, ",\"merged_windows\":%llu",
+                            (unsigned long long)merged_windows(&win));
             prof_buf_puts(b, ",\"window\":");
             section_json(b, &rows, &win);
             prof_rows_free(&rows);

@@ -15,6 +15,15 @@ enum prof_summary_kind { PROF_KIND_PERIODIC = 1, PROF_KIND_FINAL = 2, PROF_KIND_
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
                          uint64_t step, uint64_t now_ns);
 
+/* A duration in ns as the table shows it ("1.50 us"), whatever the
+ * program's locale. */
+void prof_summary_fmt_dur(char *buf, size_t size, double ns);
+
+/* A name as it may reach a terminal: valid UTF-8 kept, control bytes
+ * (escape sequences included) and invalid bytes as \xNN, cut after
+ * max_cols columns with "...". Returns the columns used. */
+size_t prof_summary_name(char *out, size_t size, const char *name, size_t max_cols);
+
 /* Stages shown before the rest are folded into one line. */
 #define PROF_SUMMARY_MAX_ROWS 60
 

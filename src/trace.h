@@ -27,6 +27,9 @@ void prof_trace_counter(struct prof_thread *t, const char *name, uint64_t ts_ns,
 void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat, uint64_t ts_ns,
                         int64_t step);
 void prof_trace_dropped(uint64_t ts_ns, uint64_t total);
+/* Counter samples left out of the trace because they were NaN or Inf
+ * (JSON has no such numbers) since the trace was opened. */
+uint64_t prof_trace_nonfinite(void);
 
 /* Write what is buffered. */
 void prof_trace_flush(void);
@@ -34,7 +37,11 @@ void prof_trace_flush(void);
 void prof_trace_close(void);
 
 /* The signal path: write the closing ']' with async-signal-safe calls only
- * (buffered events are lost; the file stays valid). */
+ * (buffered events are lost; the file stays valid). Exactly one of this
+ * and prof_trace_close() writes the end: whichever claims it first. If a
+ * batch is being written at that moment, nothing is written here and the
+ * file is left as a killed process leaves it. A gzip trace is ended with
+ * prepared bytes (a stored block and the trailer), no zlib call. */
 void prof_trace_close_from_signal(void);
 
 /* In a forked child: never touch the parent's file; reopen when the path

@@ -5,19 +5,28 @@ whole test suite on every trace it writes.
     python3 tests/trace_check.py FILE [--allow-unterminated]
                                  [--expect-stage NAME ...] [--min-events N]
 
+A FILE ending in .gz is decompressed first (a gzip member cut short by a
+killed process is read up to where it stops, and then counts as
+unterminated).
+
 Exit 0 when the file is valid; otherwise print the first problem and exit 1.
 Importable: check_trace(path, ...) returns the events or raises TraceError.
 
 Deliberately independent of tools/prof_tools.py (whose output it also
 checks) and stricter than the tools and viewers: strict UTF-8, no NaN or
 Infinity, no lone surrogates, no duplicate keys, the closing ']' present
-unless allowed to be missing, and the field rules of FORMATS.md.
+unless allowed to be missing, and the field rules of FORMATS.md. Zones
+must nest as a viewer computes them: ts and dur parsed as doubles and
+added, no slack (Chrome leaves improperly nested slices undrawn), and X
+events carry no args (speedscope makes one frame per distinct args).
 """
 
 import argparse
+import gzip
 import json
 import math
 import sys
+import zlib
 
 SLACK_NS = 1                         # ts/dur are rounded to whole ns
 METADATA = {'process_name': 'name', 'thread_name': 'name',
@@ -104,7 +113,7 @@ def parse(data, allow_unterminated=False):
     return events
 
 
-def check_event(i, e):
+def check_event(i, e, no_x_args=True):
     where = f'event {i}'
     if not isinstance(e, dict):
         raise TraceError(f'{where}: not an object')
@@ -139,9 +148,14 @@ def check_event(i, e):
             raise TraceError(f'{where}: dur must be a number >= 0, got {dur!r}')
         if e.get('cat') not in ('cpu', 'gpu'):
             raise TraceError(f'{where}: cat must be "cpu" or "gpu", got {e.get("cat")!r}')
-        depth = (args or {}).get('depth')
-        if not (_int(depth) and depth >= 0):
-            raise TraceError(f'{where}: args.depth must be an integer >= 0, got {depth!r}')
+        if no_x_args:
+            if args:
+                raise TraceError(f'{where}: X events carry no args (speedscope splits a stage '
+                                 f'into one frame per distinct args), got {args!r}')
+        else:
+            depth = (args or {}).get('depth')
+            if not (_int(depth) and depth >= 0):
+                raise TraceError(f'{where}: args.depth must be an integer >= 0, got {depth!r}')
     elif ph == 'C':
         if not args or not all(_num(v) for v in args.values()):
             raise TraceError(f'{where}: a counter needs args with numeric values, got {args!r}')
@@ -166,6 +180,8 @@ def check_prof_args(e):
         raise TraceError('event 0: args.prof.format missing or not an integer')
     if not _int(prof.get('realtime_minus_monotonic_ns')):
         raise TraceError('event 0: args.prof.realtime_minus_monotonic_ns missing or not an integer')
+    if 'ts_origin_ns' in prof and not (_int(prof['ts_origin_ns']) and prof['ts_origin_ns'] >= 0):
+        raise TraceError('event 0: args.prof.ts_origin_ns is not an integer >= 0')
     for k, ok in (('rank', lambda v: v is None or _int(v)), ('pid', _int),
                   ('host', lambda v: isinstance(v, str)), ('version', lambda v: isinstance(v, str))):
         if k in prof and not ok(prof[k]):
@@ -197,9 +213,42 @@ def check_nesting(events):
             stack.append((end, i))
 
 
-def check_events(events, expect_stages=(), min_events=0):
+def check_nesting_as_viewers(events):
+    """The same, as a viewer computes it: ts and dur as parsed doubles, the
+    end their double sum, no slack. Sorted by start, longer first; a zone
+    that starts before the innermost open zone's end must end by it. CPU
+    zones only (GPU tracks hold what the driver timed)."""
+    threads = {}
     for i, e in enumerate(events):
-        check_event(i, e)
+        if e['ph'] == 'X' and e.get('cat') == 'cpu':
+            ts, dur = float(e['ts']), float(e['dur'])
+            threads.setdefault((e['pid'], e['tid']), []).append((ts, -(ts + dur), i))
+    for (pid, tid), zones in threads.items():
+        zones.sort()
+        stack = []                           # (end, index)
+        for ts, nend, i in zones:
+            end = -nend
+            while stack and stack[-1][0] <= ts:
+                stack.pop()
+            if stack and end > stack[-1][0]:
+                p, c = events[stack[-1][1]], events[i]
+                raise TraceError(
+                    f'pid {pid} tid {tid}: in double arithmetic, {c["name"]!r} (event {i}, ts '
+                    f'{c["ts"]}, dur {c["dur"]}, end {end!r}) starts inside {p["name"]!r} (event '
+                    f'{stack[-1][1]}, ts {p["ts"]}, dur {p["dur"]}, end {stack[-1][0]!r}) and '
+                    f'ends after it')
+            stack.append((end, i))
+
+
+def check_events(events, expect_stages=(), min_events=0):
+    # Files with a ts origin (prof since it wrote one) have no args on X
+    # events and nest in double arithmetic; older ones (and the tools
+    # tests' synthetic traces) had args.depth and a nanosecond of slack.
+    first = events[0] if events and isinstance(events[0], dict) else {}
+    prof = (first.get('args') or {}).get('prof') if isinstance(first.get('args'), dict) else None
+    current = isinstance(prof, dict) and 'ts_origin_ns' in prof
+    for i, e in enumerate(events):
+        check_event(i, e, no_x_args=current)
     if events:
         check_prof_args(events[0])
     named = {e['pid'] for e in events if e['ph'] == 'M' and e['name'] == 'process_name'}
@@ -210,6 +259,8 @@ def check_events(events, expect_stages=(), min_events=0):
         if e['ph'] == 'i' and e['name'].startswith(LIMIT_PREFIX) and i != len(events) - 1:
             raise TraceError(f'event {i}: the size-limit note must be the last event')
     check_nesting(events)
+    if current:                          # a writer that promises it
+        check_nesting_as_viewers(events)
     zones = {e['name'] for e in events if e['ph'] == 'X'}
     for s in expect_stages:
         if s not in zones:
@@ -219,13 +270,47 @@ def check_events(events, expect_stages=(), min_events=0):
         raise TraceError(f'{nx} X events, expected at least {min_events}')
 
 
-def check_trace(path, allow_unterminated=False, expect_stages=(), min_events=0):
-    """Validate the trace at path; return its events or raise TraceError."""
+def gunzip(data, allow_truncated=False):
+    """A gzip file's contents. One member, nothing after it. A member cut
+    short (a killed process) gives what it holds when allowed; it then has
+    no closing ']'."""
+    d = zlib.decompressobj(31)
+    try:
+        out = d.decompress(data)
+    except zlib.error as e:
+        raise TraceError(f'corrupt gzip stream: {e}') from None
+    if not d.eof:
+        if not allow_truncated:
+            raise TraceError('gzip stream cut short (no end of member: the process was killed?)')
+        return out
+    if d.unused_data:
+        raise TraceError(f'{len(d.unused_data)} bytes after the gzip member')
+    # The standard library's reader must agree (it checks CRC and length).
+    try:
+        if gzip.decompress(data) != out:
+            raise TraceError('gzip module and zlib disagree about the contents')
+    except (OSError, EOFError) as e:
+        raise TraceError(f'gzip trailer rejected: {e}') from None
+    return out
+
+
+def read_trace_bytes(path, allow_unterminated=False):
     try:
         with open(path, 'rb') as f:
             data = f.read()
     except OSError as e:
         raise TraceError(f'cannot read: {e.strerror}') from None
+    if path.endswith('.gz'):
+        if data[:2] != b'\x1f\x8b':
+            raise TraceError('named .gz but not gzip')
+        data = gunzip(data, allow_unterminated)
+    return data
+
+
+def check_trace(path, allow_unterminated=False, expect_stages=(), min_events=0):
+    """Validate the trace at path (gzip when it ends in .gz); return its
+    events or raise TraceError."""
+    data = read_trace_bytes(path, allow_unterminated)
     events = parse(data, allow_unterminated)
     check_events(events, expect_stages, min_events)
     return events

@@ -12,15 +12,50 @@ Standard library only.
 import json
 import math
 import os
+import re
 import sys
+import tempfile
+import zlib
 
 FORMAT = 1           # the docs/FORMATS.md "format" this code reads
 SLACK_NS = 1         # nesting tolerance: ts/dur are rounded to whole ns
 GPU_SUFFIX = ' [gpu]'
 
 
+# meson substitutes the project's version when it installs this file; in the
+# source tree the header beside the tools says it.
+_VERSION = '@PROF_VERSION@'
+
+
 class InputError(Exception):
     """Bad input or usage: printed as one line, exit status 2."""
+
+
+def version():
+    """The prof library's version, for --version."""
+    if not _VERSION.startswith('@'):
+        return _VERSION
+    here = os.path.dirname(os.path.realpath(__file__))
+    for rel in (('..', 'include'), ('..', '..', 'include'), ('..', '..', '..', 'include')):
+        try:
+            with open(os.path.join(here, *rel, 'prof_version.h'), encoding='utf-8') as f:
+                m = re.search(r'#define\s+PROF_VERSION_STRING\s+"([^"]+)"', f.read())
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
+    return 'unknown'
+
+
+def add_version(ap):
+    ap.add_argument('--version', action='version', version=f'%(prog)s (prof) {version()}')
+
+
+def doc_parts(doc):
+    """A tool's docstring -> (description, epilog) for argparse, whole: the
+    first paragraph up to the usage examples, then everything after them."""
+    paras = doc.split('\n\n')
+    return paras[0], '\n\n'.join(paras[1:])
 
 
 def prog():
@@ -46,15 +81,26 @@ def run_main(main):
 
 
 def parse_pct(text):
-    """'5%', '5' or '2.5%' -> 5.0 (percent); for argparse type=."""
+    """A threshold -> percent, for argparse type=. '5%' is five percent and
+    so is the fraction '0.05'; a bare number of 1 or more ('5') could mean
+    either 5% or 500%, so it is refused rather than guessed."""
     import argparse
+    t = str(text).strip()
+    pct = t.endswith('%')
     try:
-        v = float(str(text).strip().rstrip('%'))
+        v = float(t[:-1].strip() if pct else t)
     except ValueError:
         v = float('nan')
     if not (math.isfinite(v) and v >= 0):
-        raise argparse.ArgumentTypeError(f'not a percentage: {text!r} (want e.g. 5%)')
-    return v
+        raise argparse.ArgumentTypeError(
+            f'not a threshold: {text!r} (write a percentage such as 5% or a fraction such as 0.05)')
+    if pct:
+        return v
+    if v >= 1:
+        raise argparse.ArgumentTypeError(
+            f'ambiguous threshold {text!r}: write {t}% for {t} percent, or a fraction below 1 '
+            f'(0.05 means 5%)')
+    return v * 100
 
 
 # ---------------------------------------------------------------------------
@@ -138,6 +184,7 @@ class Stage:
         self.count = self.total = self.self_ns = 0
         self.min = self.max = None
         self.hist = None             # Hist, or None when the input has none
+        self.self_hist = None        # Hist of each call's own time (traces only)
         self.p50 = self.p95 = self.p99 = None
 
     @property
@@ -159,8 +206,11 @@ class Run:
         self.meta = meta             # program, pid, host, rank, wall_ns, steps, dropped, ...
         self.stages = stages         # [Stage] in tree order
         self.by_name = {s.name: s for s in stages}
-        self.paths = paths           # {(root, ..., name): [total_ns, self_ns, count]}
+        # {(root, ..., name): [total_ns, self_ns, count, Hist of the path's
+        # durations (trace) or its Stage (summary)]}
+        self.paths = paths
         self.events = events         # trace events (traces only)
+        self.gz = path.endswith('.gz')
 
     def label(self):
         m = self.meta
@@ -173,16 +223,47 @@ class Run:
 # ---------------------------------------------------------------------------
 # Loading
 
+GZIP_MAGIC = b'\x1f\x8b'
+
+
+def gunzip(path, data):
+    """Every gzip member in data, decompressed. A stream that stops early
+    (PROF_TRACE=run.json.gz of a killed process) gives what it holds, with a
+    warning; the trace reader then repairs the missing ']' as for a plain file."""
+    out = []
+    while data[:2] == GZIP_MAGIC:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(d.decompress(data))
+            if not d.eof:
+                out.append(d.flush())
+        except zlib.error as e:
+            if not out:
+                raise InputError(f'{path}: corrupt gzip data: {e}') from None
+            warn(f'{path}: corrupt gzip data after {sum(map(len, out))} bytes ({e}); '
+                 f'reading what comes before')
+            break
+        if not d.eof:
+            warn(f'{path}: the gzip stream ends early (process killed?); '
+                 f'reading the {sum(map(len, out))} bytes it holds')
+            break
+        data = d.unused_data
+    return b''.join(out)
+
+
 def read_text(path):
     try:
         with open(path, 'rb') as f:
             data = f.read()
     except OSError as e:
         raise InputError(f'{path}: cannot read: {e.strerror}') from None
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip(path, data)
     if not data.strip():
         raise InputError(f'{path}: empty file')
-    # Names are escaped by the runtime; stray bad bytes should not stop analysis.
-    return data.decode('utf-8', errors='replace')
+    # Invalid bytes survive as lone surrogates, so that outputs can show them
+    # as \xNN (terminal) or U+FFFD (JSON, HTML) rather than lose them.
+    return data.decode('utf-8', errors='surrogateescape')
 
 
 def json_error(path, e, what='invalid JSON'):
@@ -330,8 +411,9 @@ def run_from_summary(path, obj):
         # it runs under several parents: it sits under the one named).
         del stack[s.depth:]
         stack.append(s.name)
-        p = paths.setdefault(tuple(stack), [0, 0, 0])
+        p = paths.setdefault(tuple(stack), [0, 0, 0, None])
         p[0] += s.total; p[1] += s.self_ns; p[2] += s.count
+        p[3] = s                     # per-path percentiles: the stage's own
     meta = {k: obj.get(k) for k in ('program', 'pid', 'host', 'rank', 'version', 'kind',
                                     'unix_time', 'threads', 'dropped')}
     meta['wall_ns'] = sec.get('wall_ns', obj.get('wall_ns'))
@@ -346,6 +428,7 @@ def trace_meta(events):
     """Program, pid, rank, host and clock reference from the first
     process_name event (FORMATS.md), plus wall span, steps, drops."""
     meta = {'program': None, 'pid': None, 'rank': None, 'host': None, 'rmm_ns': None,
+            'origin_ns': 0,
             'steps': None, 'dropped': 0, 'truncated': False}
     t0 = t1 = None
     for e in events:
@@ -359,6 +442,9 @@ def trace_meta(events):
             meta['host'] = p.get('host')
             rmm = p.get('realtime_minus_monotonic_ns')
             meta['rmm_ns'] = rmm if isinstance(rmm, int) and not isinstance(rmm, bool) else None
+            # ts counts from this CLOCK_MONOTONIC time (0 in older files).
+            origin = p.get('ts_origin_ns')
+            meta['origin_ns'] = origin if isinstance(origin, int) and not isinstance(origin, bool) else 0
         elif ph == 'X':
             ts = to_ns(e['ts'])
             t0 = ts if t0 is None else min(t0, ts)
@@ -399,7 +485,9 @@ def trace_stages(events):
 
     def close(fr):                   # fr = [end, path, dur, child_ns]
         self_ns = max(0, fr[2] - fr[3])
-        acc[fr[1][-1]].self_ns += self_ns
+        s = acc[fr[1][-1]]
+        s.self_ns += self_ns
+        s.self_hist.add(self_ns)
         paths[fr[1]][1] += self_ns
 
     for zones in threads.values():
@@ -416,14 +504,17 @@ def trace_stages(events):
             s = acc.get(name)
             if s is None:
                 s = acc[name] = Stage(name)
-                s.hist = Hist()
+                s.hist, s.self_hist = Hist(), Hist()
             s.count += 1
             s.total += dur
             s.min = dur if s.min is None else min(s.min, dur)
             s.max = dur if s.max is None else max(s.max, dur)
             s.hist.add(dur)
-            p = paths.setdefault(path, [0, 0, 0])
+            p = paths.setdefault(path, [0, 0, 0, None])
             p[0] += dur; p[2] += 1
+            if p[3] is None:
+                p[3] = Hist()
+            p[3].add(dur)
             w = under.setdefault(name, {})
             pname = parent[1][-1] if parent else None
             w[pname] = w.get(pname, 0) + dur
@@ -509,9 +600,105 @@ def fmt_pct(x, signed=True):
     return f'{x:+.1f}%' if signed and x else f'{x:.1f}%'
 
 
+def shown(text):
+    """Text as it may reach a terminal, by the rule of the library's own
+    table (src/summary.c): valid UTF-8 is kept; control characters (ESC,
+    CSI, OSC, newlines, \\x01), DEL and C1 controls are shown as \\xNN, one
+    per UTF-8 byte; bytes that were not UTF-8 in the input are \\xNN too."""
+    text = str(text)
+    if _PLAIN.fullmatch(text):
+        return text
+    out = []
+    for c in text:
+        o = ord(c)
+        if 0xdc80 <= o <= 0xdcff:            # an invalid input byte (surrogateescape)
+            out.append(f'\\x{o - 0xdc00:02x}')
+        elif 0xd800 <= o <= 0xdfff:          # a lone surrogate from a JSON \\u escape
+            out.append('\ufffd')
+        elif o < 0x20 or 0x7f <= o <= 0x9f:
+            out.append(''.join(f'\\x{b:02x}' for b in c.encode('utf-8')))
+        else:
+            out.append(c)
+    return ''.join(out)
+
+
+_PLAIN = re.compile(r'[\x20-\x7e]*')
+_SURROGATE = re.compile('[\ud800-\udfff]')
+
+
+def json_safe(text):
+    """JSON text (ensure_ascii=False) -> text that encodes as valid UTF-8:
+    invalid input bytes and lone surrogates become U+FFFD, as the library
+    writes them."""
+    return _SURROGATE.sub('\ufffd', text)
+
+
+def clean_json(obj):
+    """A value for json.dumps: json_safe() on every string, keys included."""
+    if isinstance(obj, str):
+        return json_safe(obj)
+    if isinstance(obj, dict):
+        return {clean_json(k): clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_json(v) for v in obj]
+    return obj
+
+
+def html_text(text):
+    """A name for HTML/SVG text or attributes: shown() (no control
+    characters, which XML forbids), then entity-escaped."""
+    return (shown(text).replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')
+            .replace('"', '&quot;').replace("'", '&#39;'))
+
+
+def setup_stdout():
+    """Never fail on printing a name the locale cannot encode."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.reconfigure(errors='backslashreplace')
+        except (AttributeError, ValueError):
+            pass
+
+
+def write_output(path, text, what='output'):
+    """Write text (UTF-8) to path, gzip-compressed when the name ends in
+    '.gz', through a temporary file renamed over it ('-': stdout)."""
+    if path == '-':
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    data = json_safe(text).encode('utf-8')
+    if path.endswith('.gz'):
+        import gzip
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', suffix='.tmp', dir=d)
+    except OSError as e:
+        raise InputError(f'{path}: cannot write {what}: {e.strerror}') from None
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise InputError(f'{path}: cannot write {what}: {e.strerror}') from None
+
+
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
 def table(headers, rows, left=1):
-    """Plain text table; the first `left` columns are left-aligned."""
-    cells = [list(map(str, headers))] + [[str(c) for c in r] for r in rows]
+    """Plain text table; the first `left` columns are left-aligned. Every
+    cell goes through shown(): names are user data."""
+    cells = [[shown(c) for c in headers]] + [[shown(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     out = []
     for r in cells:
@@ -523,7 +710,7 @@ def table(headers, rows, left=1):
 def describe(run):
     """One line about a run for table headers."""
     m = run.meta
-    bits = [run.label(), run.source]
+    bits = [run.label(), run.source + (' (gzip)' if run.gz else '')]
     if m.get('host'):
         bits.append(f'host {m["host"]}')
     if m.get('steps'):
@@ -534,4 +721,4 @@ def describe(run):
         bits.append(f'{m["dropped"]} dropped')
     if m.get('truncated'):
         bits.append('trace cut at size limit')
-    return f'{run.path}: ' + ', '.join(bits)
+    return shown(f'{run.path}: ' + ', '.join(bits))

@@ -19,7 +19,9 @@ holds re-exports, ``ProfilingContext``, the logging route and path helpers
 for building extensions against the runtime. See docs/PYTHON.md.
 """
 
+import atexit as _atexit
 import os as _os
+import sys as _sys
 
 from . import _prof
 from ._prof import (  # noqa: F401  (re-exports)
@@ -41,6 +43,9 @@ from ._prof import (  # noqa: F401  (re-exports)
     counters,
     summary,
     runtime_version,
+    window_stats,
+    window_step,
+    step_count,
 )
 
 __version__ = _prof.__version__
@@ -51,6 +56,7 @@ __all__ = [
     "enabled", "shutdown", "thread_name", "stats", "counters", "summary",
     "ProfilingContext", "log_to_logging", "get_include", "get_lib_dir",
     "get_library", "get_link_args", "version", "__version__",
+    "window_stats", "window_step", "step_count", "distributed",
 ]
 
 
@@ -159,20 +165,68 @@ class ProfilingContext:
 
 
 # ---------------------------------------------------------------------------
+# Ends of a run the C runtime's own atexit does not see
+
+def _at_exit():
+    # Python's atexit, not C's: an uncaught KeyboardInterrupt (Ctrl-C) makes
+    # Python finalise and then kill itself with SIGINT, so C atexit handlers
+    # never run. These run during finalisation, after non-daemon threads
+    # were joined and before logging shuts down (see log_to_logging); the
+    # final summary is written and the trace closed here. A second call
+    # (C atexit, prof.shutdown() again) does nothing.
+    shutdown()
+
+
+def _worker_exit_hook(_anchor):
+    # Runs in a forked multiprocessing child, from Process._bootstrap after
+    # it cleared the finaliser registry: a Finalize registered here runs in
+    # util._exit_function(), the last Python code before os._exit().
+    # Priority 0: after the user's positive-priority finalisers (which may
+    # still record), before the negative ones that may block on joins.
+    import multiprocessing.util as mp_util
+    mp_util.Finalize(None, _at_exit, exitpriority=0)
+
+
+class _ForkAnchor:
+    """A weak-referenceable key for multiprocessing's after-fork registry."""
+
+
+_fork_anchor = _ForkAnchor()
+_fork_hooked = False
+
+
+def _after_fork_in_child():
+    # Called right after os.fork() in the child, before multiprocessing's
+    # Process._bootstrap clears its finalisers and runs its after-fork
+    # registry: an entry added now runs there. Children that are not
+    # multiprocessing processes never run that registry, and lose nothing
+    # by the entry. Once per lineage: grandchildren inherit it.
+    global _fork_hooked
+    mp_util = _sys.modules.get("multiprocessing.util")
+    if _fork_hooked or mp_util is None:
+        return
+    mp_util.register_after_fork(_fork_anchor, _worker_exit_hook)
+    _fork_hooked = True
+
+
+_atexit.register(_at_exit)
+_os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ---------------------------------------------------------------------------
 # Summaries to Python's logging
 
-_log_atexit_registered = False
+_log_state = {"on": False, "noted": False}
 
 
-def _atexit_final_summary():
-    # Runs before the interpreter finalises: the final summary is formatted
-    # now (prof_shutdown) and handed to logging while logging still works.
-    if _log_state["on"]:
-        shutdown()
-        _prof._drain_log()
-
-
-_log_state = {"on": False}
+def _log_fallback_note():
+    if not _log_state["noted"]:
+        _log_state["noted"] = True
+        _sys.stderr.write(
+            "prof: summaries are routed to logging (PROF_SUMMARY=logging or "
+            "prof.log_to_logging()), but logging has no handler for them; printing them "
+            "here. Configure logging (e.g. logging.basicConfig(level=logging.INFO)) to "
+            "receive them as records.\n")
 
 
 def log_to_logging(on=True, logger="prof", level=None):
@@ -191,10 +245,15 @@ def log_to_logging(on=True, logger="prof", level=None):
     ``logger``: a logger name or a ``logging.Logger``; ``level``: default
     ``logging.INFO``. Each summary is one log record (multi-line for the
     text table). Also switched on by ``PROF_SUMMARY=logging`` at import.
+
+    When logging has no handler for the logger at all (no
+    ``logging.basicConfig()`` or other setup: Python would pass the record
+    to its last-resort handler, which drops anything below WARNING), a
+    summary is written to ``sys.stderr`` instead, with a one-time note.
+    A configured logger's level and filters are obeyed as they are.
     """
     import logging
 
-    global _log_atexit_registered
     if not on:
         _log_state["on"] = False
         _prof._set_log_sink(None)
@@ -203,16 +262,21 @@ def log_to_logging(on=True, logger="prof", level=None):
     lvl = logging.INFO if level is None else level
 
     def sink(text, kind):
-        lg.log(lvl, "%s", text.rstrip("\n"), extra={"prof_kind": kind})
+        text = text.rstrip("\n")
+        if not lg.hasHandlers():
+            _log_fallback_note()
+            _sys.stderr.write(text + "\n")
+            _sys.stderr.flush()
+            return
+        lg.log(lvl, "%s", text, extra={"prof_kind": kind})
 
     _prof._set_log_sink(sink)
     _log_state["on"] = True
-    if not _log_atexit_registered:
-        import atexit
-        # Registered after `import logging`, so it runs before logging's own
-        # atexit shutdown (atexit runs handlers last-in, first-out).
-        atexit.register(_atexit_final_summary)
-        _log_atexit_registered = True
+    # Last registered runs first: the final summary reaches logging before
+    # logging's own atexit shutdown, which was registered when logging was
+    # first imported, before this.
+    _atexit.unregister(_at_exit)
+    _atexit.register(_at_exit)
 
 
 if _os.environ.get("PROF_SUMMARY", "").strip().lower() == "logging":
@@ -265,3 +329,7 @@ def get_pxd_dir():
     finds ``prof/__init__.pxd`` (not needed when this package is on
     sys.path: Cython searches sys.path too)."""
     return _os.path.dirname(_here)
+
+
+# Cross-rank summaries (docs/DISTRIBUTED.md); imports no torch by itself.
+from . import distributed  # noqa: E402,F401

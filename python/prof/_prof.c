@@ -79,7 +79,6 @@ typedef struct {
 
 typedef struct {
     size_t n, cap;
-    uint64_t dead;       /* bit d: depth slot d was ended out of order */
     open_zone *v;
 } zone_stack;
 
@@ -93,30 +92,12 @@ static __thread zone_stack *tls_stack TLS_IE;
 extern __thread struct prof_thread_ *prof_thread_self_ TLS_IE;
 static pthread_key_t stack_key;     /* frees a thread's stack at its exit */
 
-/* Number of dead bits set on all threads: lets the fast path skip the
- * repair with one load of a global. Atomic because a thread's exit gives its
- * bits back without the GIL; relaxed because it is only a hint (a stale
- * nonzero value sends ends through the slow path, which is still exact). */
-static long dead_pending;
-
-static inline long dead_pending_get(void)
-{
-    return __atomic_load_n(&dead_pending, __ATOMIC_RELAXED);
-}
-
-static inline void dead_pending_add(long n)
-{
-    __atomic_fetch_add(&dead_pending, n, __ATOMIC_RELAXED);
-}
-
 static void stack_free(void *p)
 {
     zone_stack *s = p;
 
     if (s == NULL)
         return;
-    if (s->dead != 0)
-        dead_pending_add(-(long)__builtin_popcountll(s->dead));
     free(s->v);
     free(s);
 }
@@ -164,103 +145,13 @@ static int stack_grow(zone_stack **sp)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Ending zones with nesting repair                                          */
+/* Ending zones. Out-of-order ends on this thread (a generator or task that
+ * suspended inside a block) are repaired by the runtime itself
+ * (src/zone.c), and ends on another thread refused and counted there. */
 
-static inline uint32_t depth_load(struct prof_thread_ *t)
-{
-    return __atomic_load_n(&t->depth, __ATOMIC_RELAXED);
-}
-
-static inline void depth_store(struct prof_thread_ *t, uint32_t d)
-{
-    /* Relaxed, like the runtime's own stores: the collector reads the depth
-     * only to place children of open zones and validates with path hashes. */
-    __atomic_store_n(&t->depth, d, __ATOMIC_RELAXED);
-}
-
-/* A zone began at depth d: slots at d and above are live again. */
-static void dead_clear_from(uint32_t d)
-{
-    zone_stack *s = tls_stack;
-    uint64_t keep, gone;
-
-    if (s == NULL || s->dead == 0 || d >= 64)
-        return;
-    keep = d == 0 ? 0 : s->dead & ((UINT64_C(1) << d) - 1);
-    gone = s->dead & ~keep;
-    dead_pending_add(-(long)__builtin_popcountll(gone));
-    s->dead = keep;
-}
-
-static inline void after_begin(const prof_zone *z)
-{
-    if (UNLIKELY(dead_pending_get() != 0) && z->start != 0)
-        dead_clear_from(z->depth);
-}
-
-/* The runtime just ended a zone of depth d on thread t whose depth was cur
- * before the end (the end stored d). Make the depth right again. */
-static void depth_repair(struct prof_thread_ *t, uint32_t cur, uint32_t d)
-{
-    zone_stack *s;
-    uint32_t nd;
-
-    if (cur > d + 1) {
-        /* Zones begun inside this one are still open: an outer zone ended
-         * first. Keep their depth; slot d is free once they end. */
-        depth_store(t, cur);
-        s = stack_get();
-        if (s != NULL && d < 64 && !(s->dead & (UINT64_C(1) << d))) {
-            s->dead |= UINT64_C(1) << d;
-            dead_pending_add(1);
-        }
-    } else if (cur < d + 1) {
-        /* The slot was already given up (an enclosing zone ended out of
-         * order and the depth has since fallen past it): leave the depth
-         * where it is. */
-        depth_store(t, cur);
-    } else {
-        /* Innermost: fall through slots freed by outer zones that ended
-         * while this one was open. */
-        s = tls_stack;
-        if (s == NULL || s->dead == 0)
-            return;
-        nd = d;
-        while (nd > 0 && nd - 1 < 64 && (s->dead & (UINT64_C(1) << (nd - 1)))) {
-            s->dead &= ~(UINT64_C(1) << (nd - 1));
-            dead_pending_add(-1);
-            nd--;
-        }
-        if (nd != d)
-            depth_store(t, nd);
-    }
-}
-
-static void zone_end_slow(prof_zone *z)
-{
-    struct prof_thread_ *t = prof_thread_self_;
-    uint32_t cur = t != NULL ? depth_load(t) : 0;
-    uint32_t d = z->depth;
-
-    prof_zone_end_inline_(z);
-    if (t != NULL)
-        depth_repair(t, cur, d);
-}
-
-/* End z begun on this thread. The common case (innermost zone, nothing to
- * repair anywhere) costs one global load and one thread-field load on top
- * of the runtime's inline end. */
 static inline void zone_end(prof_zone *z)
 {
-    struct prof_thread_ *t;
-
-    if (z->start == 0)
-        return;
-    t = prof_thread_self_;
-    if (LIKELY(dead_pending_get() == 0 && t != NULL && depth_load(t) == z->depth + 1))
-        prof_zone_end_inline_(z);
-    else
-        zone_end_slow(z);
+    prof_zone_end_inline_(z);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -415,7 +306,6 @@ static PyObject *Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
     e = &s->v[s->n++];
     e->key = self->name;
     e->z = prof_zone_begin_inline_(self->name);
-    after_begin(&e->z);
     return Py_NewRef((PyObject *)self);
 }
 
@@ -474,7 +364,6 @@ static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const
     prof_zone z = prof_zone_begin_inline_(self->zone->name);
     PyObject *r;
 
-    after_begin(&z);
     r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     zone_end(&z);
     return r;
@@ -746,7 +635,6 @@ static PyObject *CudaZone_enter(CudaZoneObject *self, PyObject *Py_UNUSED(ignore
         return NULL;
     }
     self->z = prof_cuda_zone_begin(self->name, self->stream);
-    after_begin(&self->z.cpu);
     self->thread = pthread_self();
     self->active = 1;
     return Py_NewRef((PyObject *)self);
@@ -755,9 +643,7 @@ static PyObject *CudaZone_enter(CudaZoneObject *self, PyObject *Py_UNUSED(ignore
 static PyObject *CudaZone_exit(CudaZoneObject *self, PyObject *const *Py_UNUSED(args),
                                Py_ssize_t Py_UNUSED(nargs))
 {
-    struct prof_thread_ *t = prof_thread_self_;
-    uint32_t cur, d = self->z.cpu.depth;
-    int started = self->z.cpu.start != 0;
+    int same_thread;
 
     if (!self->active) {
         PyErr_Format(PyExc_RuntimeError,
@@ -765,13 +651,17 @@ static PyObject *CudaZone_exit(CudaZoneObject *self, PyObject *const *Py_UNUSED(
         return NULL;
     }
     self->active = 0;
-    cur = t != NULL ? depth_load(t) : 0;
+    same_thread = pthread_equal(self->thread, pthread_self());
+    /* On another thread the runtime refuses the end, counts it and gives
+     * back what the begin took (its CUDA events, and its level on the
+     * beginning thread); nothing of this thread is touched. */
     prof_cuda_zone_end(&self->z);
-    if (started && t != NULL) {
-        if (!pthread_equal(self->thread, pthread_self()))
-            depth_store(t, cur);    /* counted here; this thread's nesting untouched */
-        else if (dead_pending_get() != 0 || cur != d + 1)
-            depth_repair(t, cur, d);
+    if (!same_thread) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "prof.cuda_zone(%R).__exit__() on another thread than its __enter__() "
+                     "(a zone must end on the thread that began it); not recorded",
+                     self->pyname);
+        return NULL;
     }
     Py_RETURN_NONE;
 }
@@ -1363,8 +1253,181 @@ static PyObject *py_debug_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(igno
     struct prof_thread_ *t = prof_thread_self_;
 
     return Py_BuildValue("{s:n,s:l,s:K,s:l}", "open", (Py_ssize_t)(s ? s->n : 0), "depth",
-                         t != NULL ? (long)depth_load(t) : -1L, "dead",
-                         (unsigned long long)(s ? s->dead : 0), "dead_pending", dead_pending_get());
+                         t != NULL ? (long)(t->depth & ~PROF_DEPTH_REPAIR_) : -1L, "dead",
+                         (unsigned long long)(t != NULL ? t->dead : 0), "dead_pending",
+                         (long)(t != NULL && (t->depth & PROF_DEPTH_REPAIR_)));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Windows and ranks: the last window's numbers (prof.window_stats) and the
+ * pieces prof/distributed.py builds its cross-rank summary from. */
+
+static int list_window(void *out, size_t cap)
+{
+    int n = prof_window_stats_list(out, cap, NULL);
+
+    /* No window has closed yet: an empty dict, as stats() before any zone. */
+    return n == -ENOENT ? 0 : n;
+}
+
+/* prof.window_stats() -> {name: {...}} of the last window a periodic
+ * summary showed; prof.window_stats(name) -> one stage, KeyError when that
+ * window does not list it. */
+static PyObject *py_window_stats(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"name", NULL};
+    PyObject *name = Py_None, *all, *one;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:window_stats", kwlist, &name))
+        return NULL;
+    all = list_dict(sizeof(prof_stage_stats), list_window, stage_dict,
+                    "prof_window_stats_list");
+    if (all == NULL || name == Py_None)
+        return all;
+    one = PyDict_GetItemWithError(all, name);
+    if (one == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, name);
+        Py_DECREF(all);
+        return NULL;
+    }
+    Py_INCREF(one);
+    Py_DECREF(all);
+    return one;
+}
+
+/* prof.window_step() -> the step the last window closed at, or None. */
+static PyObject *py_window_step(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    uint64_t end = 0;
+    int n;
+
+    Py_BEGIN_ALLOW_THREADS
+    prof_flush();
+    n = prof_window_stats_list(NULL, 0, &end);
+    Py_END_ALLOW_THREADS
+    log_drain();
+    if (n < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(end);
+}
+
+static PyObject *py_step_count(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromUnsignedLongLong(prof_step_count());
+}
+
+/* _ranks_start() -> (rc, every_steps, timeout_seconds): rc 0 or -errno. */
+static PyObject *py_ranks_start(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    uint64_t every = 0, timeout = 0;
+    int rc = prof_ranks_start(&every, &timeout);
+
+    return Py_BuildValue("(iKd)", rc, (unsigned long long)every, (double)timeout / 1e9);
+}
+
+/* _ranks_pack(rank) -> bytes: this rank's last window, PROF_RANKS_BLOCK_SIZE
+ * bytes, after a flush that closes the window due at this step. */
+static PyObject *py_ranks_pack(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    PyObject *out;
+    long rank = PyLong_AsLong(arg);
+    int rc;
+
+    if (rank == -1 && PyErr_Occurred())
+        return NULL;
+    if ((out = PyBytes_FromStringAndSize(NULL, PROF_RANKS_BLOCK_SIZE)) == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = prof_ranks_pack(PyBytes_AS_STRING(out), PROF_RANKS_BLOCK_SIZE, (int)rank);
+    Py_END_ALLOW_THREADS
+    log_drain();
+    if (rc < 0) {
+        Py_DECREF(out);
+        return PyErr_Format(PyExc_OSError, "prof_ranks_pack: %s", strerror(-rc));
+    }
+    return out;
+}
+
+/* The blocks of every rank, laid end to end: a bytes-like object whose
+ * length is a multiple of PROF_RANKS_BLOCK_SIZE. */
+static int blocks_arg(PyObject *obj, Py_buffer *view, size_t *nranks)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (view->len == 0 || view->len % PROF_RANKS_BLOCK_SIZE != 0) {
+        PyErr_Format(PyExc_ValueError, "prof: %zd bytes are not whole blocks of %d bytes",
+                     view->len, PROF_RANKS_BLOCK_SIZE);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    *nranks = (size_t)view->len / PROF_RANKS_BLOCK_SIZE;
+    return 0;
+}
+
+/* _ranks_format(blocks, format='text') -> str: the cross-rank table. */
+static PyObject *py_ranks_format(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"blocks", "format", NULL};
+    const char *fmt = "text";
+    PyObject *obj, *out = NULL;
+    Py_buffer view;
+    size_t nranks;
+    char *buf;
+    int n, format;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|s:_ranks_format", kwlist, &obj, &fmt))
+        return NULL;
+    if (strcmp(fmt, "text") == 0)
+        format = PROF_FORMAT_TEXT;
+    else if (strcmp(fmt, "json") == 0)
+        format = PROF_FORMAT_JSON;
+    else
+        return PyErr_Format(PyExc_ValueError, "format must be 'text' or 'json', not '%s'", fmt);
+    if (blocks_arg(obj, &view, &nranks) < 0)
+        return NULL;
+    n = prof_ranks_format(view.buf, nranks, format, NULL, 0);
+    if (n >= 0 && (buf = PyMem_Malloc((size_t)n + 1)) != NULL) {
+        n = prof_ranks_format(view.buf, nranks, format, buf, (size_t)n + 1);
+        if (n >= 0)
+            out = PyUnicode_DecodeUTF8(buf, n, "replace");
+        PyMem_Free(buf);
+    } else if (n >= 0) {
+        PyErr_NoMemory();
+    }
+    if (n < 0)
+        PyErr_Format(PyExc_OSError, "prof_ranks_format: %s", strerror(-n));
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* _ranks_emit(blocks): print the table where the summaries go. */
+static PyObject *py_ranks_emit(PyObject *Py_UNUSED(m), PyObject *obj)
+{
+    Py_buffer view;
+    size_t nranks;
+    int rc;
+
+    if (blocks_arg(obj, &view, &nranks) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = prof_ranks_emit(view.buf, nranks);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    log_drain();
+    if (rc < 0)
+        return PyErr_Format(PyExc_OSError, "prof_ranks_emit: %s", strerror(-rc));
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_ranks_abandon(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    const char *why = PyUnicode_AsUTF8(arg);
+
+    if (why == NULL)
+        return NULL;
+    prof_ranks_abandon(why);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
@@ -1407,6 +1470,20 @@ static PyMethodDef module_methods[] = {
     {"_drain_log", py_drain_log, METH_NOARGS, NULL},
     {"_set_special_wrapper", py_set_special_wrapper, METH_O, NULL},
     {"_debug_state", py_debug_state, METH_NOARGS, NULL},
+    {"window_stats", (PyCFunction)(void (*)(void))py_window_stats, METH_VARARGS | METH_KEYWORDS,
+     "window_stats(name=None) -> the last window a periodic summary showed "
+     "(PROF_SUMMARY_EVERY), as stats() gives the whole run: {stage: {...}}, {} before the "
+     "first window; or one stage's dict."},
+    {"window_step", py_window_step, METH_NOARGS,
+     "window_step() -> the step count at which the window of window_stats() closed, or "
+     "None."},
+    {"step_count", py_step_count, METH_NOARGS, "Steps counted so far, without stepping."},
+    {"_ranks_start", py_ranks_start, METH_NOARGS, NULL},
+    {"_ranks_pack", py_ranks_pack, METH_O, NULL},
+    {"_ranks_format", (PyCFunction)(void (*)(void))py_ranks_format, METH_VARARGS | METH_KEYWORDS,
+     NULL},
+    {"_ranks_emit", py_ranks_emit, METH_O, NULL},
+    {"_ranks_abandon", py_ranks_abandon, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {

@@ -269,14 +269,16 @@ struct gpu_event {
     char name[64];
 };
 
-/* Read the GPU zones ("cat": "gpu" X events) of a trace file into out;
- * returns how many there are (may exceed cap), or -1 if the file cannot
- * be read. */
+/* Read the GPU zones ("cat": "gpu" X events) of a trace file into out,
+ * ts in the CLOCK_MONOTONIC domain (the file's ts plus its origin,
+ * args.prof.ts_origin_ns of the first event); returns how many there are
+ * (may exceed cap), or -1 if the file cannot be read. */
 static inline long trace_gpu_events(const char *path, struct gpu_event *out, long cap)
 {
     FILE *f = fopen(path, "r");
     char line[4096];
     long n = 0;
+    double origin_ns = 0;
 
     if (f == NULL)
         return -1;
@@ -284,12 +286,14 @@ static inline long trace_gpu_events(const char *path, struct gpu_event *out, lon
         double ts, dur;
         const char *nm;
 
+        if (n == 0 && origin_ns == 0)
+            json_number(line, "ts_origin_ns", &origin_ns);
         if (!json_has(line, "ph", "X") || !json_has(line, "cat", "gpu"))
             continue;
         if (json_number(line, "ts", &ts) != 0 || json_number(line, "dur", &dur) != 0)
             continue;
         if (n < cap) {
-            out[n].ts_us = ts;
+            out[n].ts_us = ts + origin_ns / 1000.0;
             out[n].dur_us = dur;
             out[n].name[0] = '\0';
             if ((nm = strstr(line, "\"name\"")) != NULL && (nm = strchr(nm + 6, '"')) != NULL) {

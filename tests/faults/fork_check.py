@@ -88,7 +88,12 @@ def main():
             pid, mode = map(int, line.split())
             counts[mode] += 1
             trace, summary = f'{d}/trace-{pid}.json', f'{d}/summary-{pid}.txt'
-            if not os.path.exists(trace):
+            if mode == 3:
+                # A child sets itself up on its first record: one that
+                # records nothing leaves no file at all.
+                if os.path.exists(trace):
+                    problems.append(f'child {pid} mode 3: recorded nothing but left {trace}')
+            elif not os.path.exists(trace):
                 problems.append(f'child {pid} mode {mode}: no trace file')
             else:
                 ok, msg = trace_ok(tc, trace, allow_unterminated=(mode == 1))

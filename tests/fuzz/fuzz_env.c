@@ -1,9 +1,9 @@
 /* fuzz_env.c - the environment parser (src/env.c) against hostile values.
  *
- * Input: up to 11 values separated by NUL bytes, served in order as PROF,
+ * Input: up to 12 values separated by NUL bytes, served in order as PROF,
  * PROF_SUMMARY, PROF_SUMMARY_EVERY, PROF_SUMMARY_FORMAT, PROF_BUFFER,
- * PROF_TRACE, PROF_TRACE_STEPS, PROF_TRACE_MAX_MB, PROF_CUDA, PROF_CUDA_LIB
- * and PROF_NVTX by the lookup function given to prof_config_parse(); a
+ * PROF_TRACE, PROF_TRACE_STEPS, PROF_TRACE_MAX_MB, PROF_CUDA, PROF_CUDA_LIB,
+ * PROF_NVTX and PROF_SKIP_STEPS by the lookup function given to prof_config_parse(); a
  * missing or empty value is unset, as getenv's empty strings are. Every
  * value is also fed to prof_parse_size / _every / _range directly.
  *
@@ -12,7 +12,7 @@
  * messages: exactly one per bad value, in order, naming the variable,
  * printable ASCII only, the value quoted and cut near 60 characters. Sizes,
  * periods and ranges accept exactly the documented grammar, with overflow
- * past 64 bits refused. ASan/UBSan (libFuzzer build) and LeakSanitizer catch
+ * past 64 bits refused, and periods of 2^63 ns or more too. ASan/UBSan (libFuzzer build) and LeakSanitizer catch
  * what the checks do not. */
 #include <ctype.h>
 #include <errno.h>
@@ -22,11 +22,11 @@
 #include "env.h"
 #include "fuzz.h"
 
-#define NVARS 11
+#define NVARS 12
 static const char *const var_names[NVARS] = {
     "PROF", "PROF_SUMMARY", "PROF_SUMMARY_EVERY", "PROF_SUMMARY_FORMAT", "PROF_BUFFER",
     "PROF_TRACE", "PROF_TRACE_STEPS", "PROF_TRACE_MAX_MB", "PROF_CUDA", "PROF_CUDA_LIB",
-    "PROF_NVTX",
+    "PROF_NVTX", "PROF_SKIP_STEPS",
 };
 
 static const char *values[NVARS];
@@ -129,8 +129,14 @@ static int ref_every(const char *s, uint64_t *ns, uint64_t *steps)
         return 0;
     }
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(end, units[i].unit) == 0)
-            return ref_mul(v, units[i].ns, ns);
+        if (strcmp(end, units[i].unit) == 0) {
+            /* docs/CONFIG.md: a period below 2^63 ns. */
+            if (ref_mul(v, units[i].ns, ns) != 0 || *ns >= (1ull << 63)) {
+                *ns = 0;
+                return -1;
+            }
+            return 0;
+        }
     return -1;
 }
 
@@ -371,6 +377,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(cfg.nvtx == 0, "PROF_NVTX default");
     if (v != NULL && ref_switch(v, &sw) != 0)
         BAD(10);
+
+    {   /* PROF_SKIP_STEPS: a whole number, digits only */
+        const char *end;
+
+        if ((v = values[11]) != NULL && ref_u64(v, &end, &a) == 0 && *end == '\0') {
+            FUZZ_CHECK(cfg.skip_steps == a, "PROF_SKIP_STEPS=%s", v);
+        } else {
+            FUZZ_CHECK(cfg.skip_steps == 0, "PROF_SKIP_STEPS default");
+            if (v != NULL)
+                BAD(11);
+        }
+    }
 #undef BAD
 
     FUZZ_CHECK(bad == nbad, "prof_config_parse counted %d bad values, reference %d", bad, nbad);

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 PROG = None
 trace_check = None
@@ -124,6 +125,40 @@ def run(args, env=None, timeout=120, expect_rc=0):
 
 
 _sanitizer = None
+
+
+def start_forever(tmp, name, **env):
+    """prog 'forever' with PROF_TRACE=tmp/name, once it says it is ready
+    (recording, trace open): (process, path)."""
+    path = os.path.join(tmp, name)
+    p = subprocess.Popen([PROG, 'forever'], env=clean_env(PROF=1, PROF_TRACE=path, **env),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline()
+    if line.strip() != b'ready=1':
+        p.kill()
+        raise Failure(f'{name}: no ready line, got {line!r}; stderr: {p.stderr.read()[-2000:]!r}')
+    return p, path
+
+
+def wait_size(path, minimum, timeout=20):
+    end = time.monotonic() + timeout
+    while os.path.getsize(path) < minimum:
+        check(time.monotonic() < end, f'{path} stays below {minimum} bytes')
+        time.sleep(0.01)
+
+
+def killed_traces(tmp, suffix, minimum):
+    """Start prog 'forever' three times, SIGKILL it once its trace holds
+    `minimum` bytes (at once, 50 ms and 200 ms later), and yield each trace
+    path."""
+    for i, delay in enumerate((0, 0.05, 0.2)):
+        p, path = start_forever(tmp, f'kill{i}{suffix}')
+        wait_size(path, minimum)
+        time.sleep(delay)
+        p.kill()
+        p.communicate(timeout=30)
+        check(p.returncode == -signal.SIGKILL, f'returncode {p.returncode}')
+        yield path
 
 
 def sanitizer():

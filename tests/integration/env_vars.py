@@ -5,6 +5,8 @@ and the program goes on with the default; an empty value is unset; PROF=0
 wins over prof_enable(1)."""
 import os
 import re
+import subprocess
+import common
 from common import check, main, run, clean_env, load_trace
 
 EPERM, ESRCH = 1, 3
@@ -81,7 +83,7 @@ def test(tmp):
             check([s[0] for s in r.summaries if 'final' not in s[0]] == [],
                   f'PROF_SUMMARY_EVERY={v}: periodic summaries')
     for v in ('10', '-5s', '0steps', 'abc', '5 steps', '99999999999999999999s', '1.5s',
-              '18446744073709551615h'):
+              '18446744073709551615h', '5124095h', '18446744073709551615ns'):
         r = prog_env(PROF=1, PROF_SUMMARY_EVERY=v)
         one_message(r, 'PROF_SUMMARY_EVERY', v, f'PROF_SUMMARY_EVERY={v}')
         check([s[0] for s in r.summaries if 'final' not in s[0]] == [],
@@ -158,6 +160,79 @@ def test(tmp):
             r = prog_env(PROF=1, **{var: v})
             one_message(r, var, f'"{v}"', f'{var}={v}')
             recording(r, f'{var}={v}')
+
+    # PROF_NVTX=1 without PROF=1 at load: NVTX is set up at load or never,
+    # and the user is told once, whether or not the program enables.
+    for enable, extra in ((False, {}), (True, {}), (False, {'PROF': '0'})):
+        r = prog_env(enable=enable, PROF_NVTX='1', **extra)
+        one_message(r, 'PROF_NVTX', 'PROF=1', f'PROF_NVTX=1 {extra} enable={enable}')
+        if enable:
+            recording(r, 'PROF_NVTX=1 + prof_enable(1)')
+
+    # A write that fails (a full disk): the summary that failed and every
+    # later one go to stderr, said once; none is lost.
+    if os.path.exists('/dev/full'):
+        r = prog_env(PROF=1, PROF_SUMMARY='/dev/full', PROF_SUMMARY_EVERY='10steps')
+        lines = r.prof_lines
+        check(len(lines) == 1 and '/dev/full' in lines[0] and 'stderr' in lines[0],
+              f'PROF_SUMMARY=/dev/full: messages {lines}')
+        heads = [s[0] for s in r.summaries]
+        check(len(heads) == 4 and 'final' in heads[-1] and
+              [h.split('step ')[1].split(':')[0] for h in heads[:3]] == ['10', '20', '30'],
+              f'PROF_SUMMARY=/dev/full: summaries on stderr: {heads}')
+        with open('/dev/full', 'wb') as full:
+            p = subprocess.run([common.PROG, 'env'], stdout=full, stderr=subprocess.PIPE,
+                               env=clean_env(PROF=1, PROF_SUMMARY='stdout',
+                                             PROF_SUMMARY_EVERY='10steps'), timeout=120)
+        r = common.Result(['env'], p.returncode, b'', p.stderr)
+        check(p.returncode == 0, f'PROF_SUMMARY=stdout > /dev/full: exit status {p.returncode}')
+        check(len(r.prof_lines) == 1 and 'stdout' in r.prof_lines[0],
+              f'PROF_SUMMARY=stdout > /dev/full: messages {r.prof_lines}')
+        check(len(r.summaries) == 4, f'PROF_SUMMARY=stdout > /dev/full: {len(r.summaries)} '
+              'summaries on stderr, want 3 periodic + final')
+
+    # PROF_TRACE and PROF_SUMMARY naming one file: the trace keeps it, the
+    # summary goes to stderr, one message. The same string, another
+    # spelling, the same %p expansion, a hard link to the trace.
+    same = os.path.join(tmp, 'same.json')
+    link = os.path.join(tmp, 'link.json')
+    open(same, 'w').close()
+    os.link(same, link)
+    for t, sm in ((same, same), (same, os.path.join(tmp, '.', 'same.json')),
+                  (os.path.join(tmp, 'p%p.json'), os.path.join(tmp, 'p%p.json')), (same, link)):
+        r = prog_env(PROF=1, PROF_TRACE=t, PROF_SUMMARY=sm)
+        what = f'PROF_TRACE={t} PROF_SUMMARY={sm}'
+        lines = r.prof_lines
+        check(len(lines) == 1 and 'PROF_SUMMARY' in lines[0] and 'PROF_TRACE' in lines[0],
+              f'{what}: messages {lines}')
+        check(len(r.summaries) == 1, f'{what}: the summary is not on stderr')
+        paths = [os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith('p')] \
+            if '%p' in t else [t]
+        check(len(paths) == 1, f'{what}: trace files {paths}')
+        load_trace(paths[0], min_events=20000)
+        if '%p' in t:
+            os.unlink(paths[0])
+
+    # Rank variables that are not ranks: said once, then the next one is
+    # tried; %r is 0 when none is good.
+    rpat = os.path.join(tmp, 'r%r.json')
+    for extra, var, shown, rank in ((dict(RANK='abc'), 'RANK', 'abc', 0),
+                                    (dict(RANK='-1'), 'RANK', '-1', 0),
+                                    (dict(LOCAL_RANK='1000000'), 'LOCAL_RANK', '1000000', 0),
+                                    (dict(RANK='99999999999999999999'), 'RANK', '9999999', 0),
+                                    (dict(RANK='3x', LOCAL_RANK='2'), 'RANK', '3x', 2),
+                                    (dict(RANK='', LOCAL_RANK='x', PMI_RANK='y'), 'LOCAL_RANK',
+                                     'x', 0)):
+        for f in os.listdir(tmp):
+            if f.startswith('r') and f.endswith('.json'):
+                os.unlink(os.path.join(tmp, f))
+        r = prog_env(PROF=1, PROF_TRACE=rpat, **extra)
+        one_message(r, var, shown, f'{extra}')
+        check(os.path.exists(os.path.join(tmp, f'r{rank}.json')),
+              f'{extra}: trace not at r{rank}.json: {sorted(os.listdir(tmp))}')
+    r = prog_env(PROF=1, PROF_TRACE=rpat, RANK='7', LOCAL_RANK='junk')
+    no_messages(r, 'RANK=7 LOCAL_RANK=junk (LOCAL_RANK is not read)')
+    check(os.path.exists(os.path.join(tmp, 'r7.json')), 'RANK=7: trace not at r7.json')
 
     # Several at once: one line each, in any order.
     r = prog_env(PROF=1, PROF_BUFFER='7', PROF_SUMMARY_EVERY='x', PROF_SUMMARY_FORMAT='y',

@@ -6,7 +6,10 @@ with recording switched on by prof.enable() and statistics reset before
 each test. Run by `meson test --suite python` with PYTHONPATH pointing at
 build/python, or by hand:
 
-    PYTHONPATH=build/python python3 -m pytest tests/python
+    PYTHONPATH=$PWD/build/python /usr/bin/python3 -m pytest tests/python
+
+(the interpreter the extension was built for, with python3-pytest; the
+`python3` first on PATH may be another one without pytest).
 """
 import os
 import subprocess
@@ -84,3 +87,32 @@ def busy(seconds):
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
+
+
+def run_threads(target, args_list, timeout=120):
+    """Run target(*args) on a new thread per entry of args_list and return
+    their results in order. An exception raised on any thread (a failed
+    assert included) is re-raised here, in the test's thread: an exception
+    left on a worker thread only prints a warning and the test would pass."""
+    import threading
+
+    results = [None] * len(args_list)
+    errors = [None] * len(args_list)
+
+    def run(i, args):
+        try:
+            results[i] = target(*args)
+        except BaseException as e:          # noqa: B902 - re-raised below
+            errors[i] = e
+
+    threads = [threading.Thread(target=run, args=(i, tuple(a))) for i, a in enumerate(args_list)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        if t.is_alive():
+            raise AssertionError(f"thread {t.name} still running after {timeout} s")
+    for e in errors:
+        if e is not None:
+            raise e
+    return results

@@ -344,3 +344,36 @@ def test_logging_sink_errors_do_not_break_steps():
     assert out.stdout.startswith("calls")
     assert int(out.stdout.split()[1]) >= 1
     assert "sink failed" in out.stderr           # reported as unraisable, not raised
+
+
+def test_logging_route_without_logging_setup_falls_back_to_stderr():
+    # Nothing configures logging: Python's last-resort handler would drop
+    # INFO records, so the summary goes to stderr, with one note saying why.
+    out = run_py("""
+        import prof
+        with prof.zone("unlogged_stage"):
+            pass
+        prof.step()
+    """, PROF="1", PROF_SUMMARY="logging")
+    err = out.stderr
+    assert err.count("logging has no handler") == 1, err
+    assert err.count("prof summary:") == 1 and "final" in err
+    assert "unlogged_stage" in err
+    assert err.index("logging has no handler") < err.index("prof summary:")
+
+
+def test_logging_route_set_up_after_import_gets_the_records():
+    # The fallback is decided per summary: logging configured later (after
+    # `import prof`, before the end) receives the final summary.
+    out = run_py("""
+        import logging, sys
+        import prof
+        with prof.zone("late_stage"):
+            pass
+        logging.basicConfig(stream=sys.stdout, level=logging.INFO,
+                            format="%(name)s|%(levelname)s|%(prof_kind)s|%(message)s")
+    """, PROF="1", PROF_SUMMARY="logging")
+    recs = _records(out.stdout)
+    assert [r["kind"] for r in recs] == ["final"], out.stdout
+    assert "late_stage" in recs[0]["text"]
+    assert "late_stage" not in out.stderr and "no handler" not in out.stderr

@@ -21,6 +21,8 @@ import pytest
 import prof
 from prof import _prof
 
+from conftest import run_threads
+
 
 def clean_state():
     return _prof._debug_state() == {"open": 0, "depth": 0, "dead": 0, "dead_pending": 0}
@@ -33,18 +35,14 @@ def test_threads_exact_counts():
 
     def work(i):
         prof.thread_name(f"worker-{i}")
-        barrier.wait()
+        barrier.wait(timeout=60)
         for _ in range(per):
             with z:
                 with prof.zone("thr.inner"):
                     pass
         assert clean_state()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(n_threads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, [(i,) for i in range(n_threads)])
     s = prof.stats()
     assert s["thr.shared"]["count"] == n_threads * per
     assert s["thr.inner"]["count"] == n_threads * per
@@ -53,22 +51,14 @@ def test_threads_exact_counts():
 
 def test_threads_overlapping_same_object_with_sleeps():
     z = prof.zone("thr.sleep")
-    errors = []
 
     def work():
-        try:
-            for _ in range(3):
-                with z:
-                    time.sleep(0.01)     # releases the GIL: uses interleave
-        except Exception as e:           # pragma: no cover - reported below
-            errors.append(e)
+        for _ in range(3):
+            with z:
+                time.sleep(0.01)         # releases the GIL: uses interleave
+        assert clean_state()
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_threads(work, [()] * 3)
     st = prof.stats("thr.sleep")
     assert st["count"] == 9 and st["min_ms"] >= 10.0
 
@@ -76,18 +66,14 @@ def test_threads_overlapping_same_object_with_sleeps():
 def test_cross_thread_exit_raises():
     z = prof.zone("xthread")
     z.__enter__()
-    caught = []
 
     def other():
-        try:
+        with pytest.raises(RuntimeError, match="thread that began it"):
             z.__exit__(None, None, None)
-        except RuntimeError as e:
-            caught.append(str(e))
+        st = _prof._debug_state()          # the refusal left this thread alone
+        assert st["open"] == 0 and st["depth"] in (-1, 0) and st["dead"] == 0
 
-    t = threading.Thread(target=other)
-    t.start()
-    t.join()
-    assert caught and "thread that began it" in caught[0]
+    run_threads(other, [()])
     z.__exit__(None, None, None)         # the owner can still end it
     assert clean_state()
     assert prof.stats("xthread")["count"] == 1
@@ -235,7 +221,5 @@ def test_thread_exit_with_open_zone_does_not_leak_state():
     def leaves_open():
         prof.zone("left.open").__enter__()
 
-    t = threading.Thread(target=leaves_open)
-    t.start()
-    t.join()
+    run_threads(leaves_open, [()])
     assert clean_state()                  # this thread is unaffected

@@ -49,7 +49,7 @@ def test_one_slowed_leaf_is_the_only_change(tool, write, kinds):
         assert changed(rows) == {'backward': 'slower'}, (seed, rows)
         assert 20 < rows['backward']['change_pct'] < 30
         assert rows['train_step']['change_pct'] > 5         # it did get slower ...
-        assert rows['train_step']['note'] == 'from backward'  # ... because of backward
+        assert rows['train_step']['note'].endswith('from backward')  # ... because of backward
 
 
 def test_slowed_parent_own_time_is_reported_on_the_parent(tool, write):
@@ -61,7 +61,7 @@ def test_slowed_parent_own_time_is_reported_on_the_parent(tool, write):
         rows, _ = diff_json(tool, a, b)
         assert changed(rows) == {'forward': 'slower'}, rows
         assert 15 < rows['forward']['change_pct'] < 25
-        assert rows['train_step']['note'] == 'from forward'
+        assert rows['train_step']['note'].endswith('from forward')
 
 
 def test_parent_and_child_both_slowed(tool, write):
@@ -73,8 +73,8 @@ def test_parent_and_child_both_slowed(tool, write):
     assert changed(rows) == {'forward': 'slower', 'attention': 'slower'}, rows
     assert 32 < rows['forward']['change_pct'] < 44
     assert 15 < rows['forward']['own_change_pct'] < 25
-    assert rows['forward']['note'].endswith('rest from attention')
-    assert rows['train_step']['note'] == 'from forward'
+    assert rows['forward']['note'].endswith('from attention')
+    assert rows['train_step']['note'].endswith('from forward')
 
 
 def test_faster_stage(tool, write):
@@ -120,7 +120,7 @@ def test_ci_gate_exit_codes(tool, write):
     p = tool('diff', base, slow, '--fail-if-slower', '5%', check=1)
     assert 'FAIL' in p.stderr and 'backward' in p.stderr
     tool('diff', base, slow, '--fail-if-slower', '20%', check=0)    # +12% is allowed
-    tool('diff', base, slow, '--fail-if-slower', '5', check=1)      # '%' optional
+    tool('diff', base, slow, '--fail-if-slower', '0.05', check=1)   # a fraction: 5%
     tool('diff', base, slow, check=0)                                # no gate, no failure
     p = tool('diff', base, slow, '--fail-if-slower', '5%', '--json', check=1)
     assert json.loads(p.stdout)['failed'] == ['backward']
@@ -168,7 +168,7 @@ def test_bad_input_is_a_clear_error(tool, write, what):
         assert len(lines) == 1 and lines[0].startswith('prof-diff: error: ') and bad in lines[0], p.stderr
         assert 'Traceback' not in p.stderr
     for name in ('report', 'merge'):
-        args = (bad,) if name == 'report' else (write('out.json', ''), bad, bad)
+        args = (bad,) if name == 'report' else ('-o', write('out.json', ''), '--force', bad, bad)
         p = tool(name, *args)
         assert p.returncode == 2 and 'Traceback' not in p.stderr and bad in p.stderr, (name, p.stderr)
 

@@ -115,6 +115,16 @@ static void test_parsers(void)
     every_bad("1.5s");
     every_bad("99999999999999999999s");
     every_bad("18446744073709551615h");      /* overflows in ns */
+    /* Periods that fit in 64 bits but wrap when the collector adds them to
+     * a clock reading (a summary at every wake): refused past 2^63 ns. */
+    every_bad("5124095h");
+    every_bad("18446744073709551615ns");
+    every_bad("9223372036854775808ns");
+    every_bad("2562048h");
+    every_ok("9223372036854775807ns", 9223372036854775807ull, 0);
+    every_ok("2562047h", 2562047ull * 3600000000000ull, 0);
+    every_bad("99999999999999999999steps");
+    every_ok("18446744073709551615steps", 0, UINT64_MAX);
     every_bad("OFF1");
 
     range_ok("5-9", 5, 9);
@@ -289,6 +299,8 @@ static void test_config(void)
     bad("PROF_SUMMARY_EVERY", "10 steps", "\"10 steps\"");
     bad("PROF_SUMMARY_EVERY", "99999999999999999999999steps", "99999999999");
     bad("PROF_SUMMARY_EVERY", "18446744073709551615h", "18446744073709551615h");
+    bad("PROF_SUMMARY_EVERY", "5124095h", "\"5124095h\"");
+    bad("PROF_SUMMARY_EVERY", "18446744073709551615ns", "\"18446744073709551615ns\"");
 
     good("PROF_SUMMARY_FORMAT", "text", &cfg);
     CHECK_EQ(cfg.format, PROF_FORMAT_TEXT);

@@ -76,10 +76,15 @@ int main(void)
     /* ... but the share counts the outermost zones only. */
     CHECK_LE(sf.wall_share, 1.0);
     CHECK_LE(sf.wall_share, sflat.wall_share);
-    CHECK_NEAR(sf.wall_share, sflat.wall_share, 0.02);
-    /* Self times of a recursive stage add up to its outermost time. */
+    /* Self times of a recursive stage add up to its outermost time (the
+     * few instructions between flat's and f's clock reads aside; 5%: a
+     * preemption there on a loaded machine, or under a sanitizer) ... */
     CHECK_LE(sf.self_ns, sflat.total_ns);
-    CHECK_NEAR(sf.self_ns, sflat.total_ns, 0.02);
+    CHECK_NEAR(sf.self_ns, sflat.total_ns, 0.05);
+    /* ... and the share is that same outermost time over the wall time,
+     * exactly: flat's share scaled by f's outermost time over flat's. */
+    CHECK_NEAR(sf.wall_share, sflat.wall_share * (double)sf.self_ns / (double)sflat.total_ns,
+               0.005);
 
     CHECK_EQ(sa.count, 2 * rounds);
     CHECK_EQ(sb.count, 2 * rounds);

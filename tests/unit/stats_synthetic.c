@@ -32,6 +32,7 @@ static void close_at(prof_zone *z, uint64_t t)
 
     CHECK(th != NULL);
     __atomic_store_n(&th->depth, z->depth, __ATOMIC_RELAXED);
+    __atomic_store_n(&th->path, z->parent, __ATOMIC_RELAXED);
     prof_ring_push_(th, z->start, T0 + t, z->name, z->parent, z->depth, PROF_RECORD_ZONE_);
     z->start = 0;
 }

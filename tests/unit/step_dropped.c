@@ -5,7 +5,11 @@
  * The collector is held inside the handler of the step-10 summary while
  * this thread overfills its ring and steps on to 20, so the step-20 record
  * is dropped. Then steps 21-30 run normally. The summaries must be those of
- * steps 10, 20 and 30, in order, each once. */
+ * steps 10, 20 and 30, in order, each once.
+ *
+ * "merged": the thread steps on to 30 while the collector is held, so the
+ * records of steps 20 and 30 are both dropped: one summary, at step 30,
+ * covers both windows and says so ("merged_windows":2). */
 #include <prof.h>
 
 #include "check.h"
@@ -13,7 +17,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int entered, released;
-static uint64_t steps_seen[16];
+static uint64_t steps_seen[16], merged_seen[16];
 static int nseen;
 
 static void handler(void *user, const char *text, int kind)
@@ -22,8 +26,10 @@ static void handler(void *user, const char *text, int kind)
     if (kind != PROF_SUMMARY_PERIODIC)
         return;
     pthread_mutex_lock(&lock);
-    if (nseen < 16)
+    if (nseen < 16) {
+        merged_seen[nseen] = test_json_u64(text, "merged_windows");
         steps_seen[nseen++] = test_json_u64(text, "step");
+    }
     entered = 1;
     pthread_cond_broadcast(&cond);
     while (!released)
@@ -52,8 +58,9 @@ static void steps(int n)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int merged = argc > 1 && strcmp(argv[1], "merged") == 0;
     uint64_t got[16];
     struct timespec deadline;
 
@@ -75,7 +82,7 @@ int main(void)
     for (int i = 0; i < 100; i++) {
         PROF_ZONE("fill");
     }
-    steps(10);   /* step 20: its record finds the ring full */
+    steps(merged ? 20 : 10);   /* step 20 (and 30): its record finds the ring full */
 
     pthread_mutex_lock(&lock);
     released = 1;
@@ -86,6 +93,17 @@ int main(void)
 
     CHECK_EQ(seen(got), 2);
     CHECK_EQ(got[0], 10);
+    if (merged) {
+        uint64_t m;
+
+        CHECK_EQ(got[1], 30);
+        pthread_mutex_lock(&lock);
+        m = merged_seen[1];
+        pthread_mutex_unlock(&lock);
+        CHECK_EQ(m, 2);
+        prof_set_summary_handler(NULL, NULL);
+        return 0;
+    }
     CHECK_EQ(got[1], 20);
 
     steps(10);

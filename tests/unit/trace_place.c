@@ -6,9 +6,11 @@
  * ticks), converted batch by batch with offsets that jump by up to +-15 ns
  * (what a re-fit shifts), goes through prof_trace_place() in the order the
  * zones end. Checked, for every pair of zones: one inside the other in
- * ticks => inside in the trace; one before the other => before; and no
- * zone moved further than the jumps. With one exact conversion, nothing
- * moves at all. */
+ * ticks => inside in the trace; one before the other => before, both in
+ * nanoseconds and as a viewer computes them (ts and dur as doubles in
+ * microseconds, added); and no zone moved further than the jumps. With one
+ * exact conversion, nothing moves by more than the nanoseconds (one per
+ * level) that keep the viewers' double sums nested. */
 #include <prof.h>
 
 #include "check.h"
@@ -71,8 +73,9 @@ static int place_all(int jitter)
 
             prof_trace_place(t, z[i].depth, &z[i].s, &z[i].e);
             if (!jitter) {
-                CHECK_EQ(z[i].s, s0);
-                CHECK_EQ(z[i].e, e0);
+                /* A nanosecond per level of zones ending together. */
+                CHECK(z[i].s <= s0 + 8 && z[i].s >= s0);
+                CHECK(z[i].e <= e0 + 8 && z[i].e >= e0);
             }
             CHECK(z[i].s + 30 >= s0 && z[i].s <= s0 + 30);
             CHECK(z[i].e + 30 >= e0 && z[i].e <= e0 + 30);
@@ -83,6 +86,17 @@ static int place_all(int jitter)
     return moved;
 }
 
+/* As a viewer: "ts" and "dur" parsed (ns / 1000 correctly rounded), added. */
+static double view_start(int i)
+{
+    return (double)z[i].s / 1000.0;
+}
+
+static double view_end(int i)
+{
+    return (double)z[i].s / 1000.0 + (double)(z[i].e - z[i].s) / 1000.0;
+}
+
 static void check_order(void)
 {
     for (int i = 0; i < nz; i++) {
@@ -91,11 +105,12 @@ static void check_order(void)
             if (i == j)
                 continue;
             if (z[j].ts >= z[i].ts && z[j].te <= z[i].te && z[j].depth > z[i].depth)
-                CHECK_MSG(z[j].s >= z[i].s && z[j].e <= z[i].e,
+                CHECK_MSG(z[j].s >= z[i].s && z[j].e <= z[i].e && view_end(j) <= view_end(i),
                           "zone %d (depth %u) not inside zone %d (depth %u)", j, z[j].depth, i,
                           z[i].depth);
             else if (z[i].te <= z[j].ts)
-                CHECK_MSG(z[i].e <= z[j].s, "zone %d ends after zone %d starts", i, j);
+                CHECK_MSG(z[i].e <= z[j].s && view_end(i) <= view_start(j),
+                          "zone %d ends after zone %d starts", i, j);
         }
     }
 }
@@ -109,7 +124,7 @@ int main(void)
         gen(1000, 0, 40);
         CHECK_GT(nz, 100);
 
-        CHECK_EQ(place_all(0), 0);   /* exact conversion: nothing moves */
+        place_all(0);   /* exact conversion: at most the viewers' nanoseconds */
         check_order();
 
         moved += place_all(1);

@@ -1,0 +1,163 @@
+/* capacity.c - what the collector keeps up with (issue 11), measured in
+ * one process with the default ring:
+ *
+ *   nodrop_rate_1t / _2t  the highest paced rate (zones/s per producer,
+ *                         each producer pacing itself with the clock for
+ *                         SECONDS) at which the median of RUNS runs drops
+ *                         nothing, with one and with two producer threads;
+ *   drain_10k / drain_10  records a drain takes in per second when half a
+ *                         ring holds zones of 10,000 / 10 stages
+ *                         (prof_flush timed on the calling thread);
+ *   trace_events_per_s    the same drain of 10 stages with a trace being
+ *                         written (PROF_TRACE to a temporary file).
+ *
+ *     build/bench/capacity            (PROF_BENCH_QUICK=1: shorter runs)
+ *
+ * Last line, for scripts:
+ * prof-bench capacity: nodrop_rate_1t=<M/s> nodrop_rate_2t=<M/s>
+ *     drain_10k=<M records/s> drain_10=<M records/s> trace_events_per_s=<M/s> */
+#include <pthread.h>
+
+#include <prof.h>
+
+#include "bench.h"
+
+#define RUNS 5
+#define RING 32768            /* PROF_BUFFER's default */
+
+static double seconds = 2.0;
+
+static uint64_t dropped_now(void)
+{
+    static char buf[1 << 16];
+    const char *p;
+
+    prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_JSON);
+    p = strstr(buf, "\"dropped\":");
+    return p ? strtoull(p + 10, NULL, 10) : 0;
+}
+
+struct producer {
+    double rate;              /* zones per second */
+    pthread_t id;
+};
+
+static void *produce(void *arg)
+{
+    struct producer *p = arg;
+    uint64_t t0 = bench_now_ns(), dur = (uint64_t)(seconds * 1e9), done = 0;
+
+    for (;;) {
+        uint64_t el = bench_now_ns() - t0;
+        uint64_t due = (uint64_t)((double)el * p->rate / 1e9);
+
+        if (el >= dur)
+            break;
+        /* Catch up in bursts of at most 64: a paced rate, not a flood. */
+        for (int k = 0; done < due && k < 64; k++, done++) {
+            PROF_ZONE("paced");
+            __asm__ __volatile__("" ::: "memory");
+        }
+    }
+    return NULL;
+}
+
+/* Records dropped in one run of n producers at rate each. */
+static uint64_t run_paced(int n, double rate)
+{
+    struct producer p[2];
+    uint64_t d0;
+
+    prof_flush();
+    d0 = dropped_now();
+    for (int i = 0; i < n; i++) {
+        p[i].rate = rate;
+        pthread_create(&p[i].id, NULL, produce, &p[i]);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(p[i].id, NULL);
+    prof_flush();
+    return dropped_now() - d0;
+}
+
+static double nodrop_rate(int n)
+{
+    static const double rates[] = {0.5e6, 1e6, 2e6, 3e6, 5e6, 7e6, 10e6, 14e6, 20e6, 28e6};
+    double best = 0;
+
+    for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++) {
+        double drops[RUNS];
+
+        for (int i = 0; i < RUNS; i++)
+            drops[i] = (double)run_paced(n, rates[r]);
+        if (bench_median(drops, RUNS) > 0)
+            break;
+        best = rates[r];
+    }
+    return best / 1e6;
+}
+
+/* Records per second a drain takes in: fill half the ring (so that no
+ * wake on fill starts the collector mid-fill: the drain is timed whole, on
+ * this thread) with zones of nstages names, then time prof_flush. */
+static double drain_rate(int nstages)
+{
+    static const char *names[10000];
+    double rates[RUNS];
+
+    for (int i = 0; i < nstages; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "stage%05d", i);
+        names[i] = prof_intern(buf);
+    }
+    for (int run = -1; run < RUNS; run++) {   /* run -1 creates the stages */
+        uint64_t t0;
+
+        prof_flush();
+        for (int i = 0; i < RING / 2 - 1; i++) {
+            PROF_ZONE(names[i % nstages]);
+        }
+        t0 = bench_now_ns();
+        prof_flush();
+        if (run >= 0)
+            rates[run] = (RING / 2 - 1) / ((double)(bench_now_ns() - t0) / 1e9);
+    }
+    return bench_median(rates, RUNS) / 1e6;
+}
+
+int main(int argc, char **argv)
+{
+    char tmp[] = "/tmp/prof-capacity-XXXXXX.json";
+
+    if (getenv("PROF_BENCH_QUICK"))
+        seconds = 0.5;
+    bench_require_env(argv, "PROF", "1");
+    bench_require_env(argv, "PROF_SUMMARY", "off");
+    if (argc > 1 && strcmp(argv[1], "--traced") == 0) {
+        /* Second half, re-executed with PROF_TRACE set. */
+        double tr = drain_rate(10);
+
+        printf("prof-bench capacity: %s trace_events_per_s=%.1f\n", argc > 2 ? argv[2] : "", tr);
+        prof_shutdown();
+        unlink(getenv("PROF_TRACE"));
+        return 0;
+    } else {
+        char line[256];
+        double r1 = nodrop_rate(1), r2 = nodrop_rate(2), d10k = drain_rate(10000),
+               d10 = drain_rate(10);
+        int fd = mkstemps(tmp, 5);
+        char *args[] = {argv[0], "--traced", line, NULL};
+
+        printf("nodrop_rate_1t=%.1f M/s  nodrop_rate_2t=%.1f M/s  drain_10k=%.1f M/s  "
+               "drain_10=%.1f M/s\n", r1, r2, d10k, d10);
+        fflush(stdout);
+        snprintf(line, sizeof line, "nodrop_rate_1t=%.1f nodrop_rate_2t=%.1f drain_10k=%.1f "
+                 "drain_10=%.1f", r1, r2, d10k, d10);
+        if (fd >= 0)
+            close(fd);
+        setenv("PROF_TRACE", tmp, 1);
+        execv("/proc/self/exe", args);
+        perror("exec");
+        return 1;
+    }
+}
