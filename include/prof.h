@@ -306,6 +306,35 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *zone);
 #  define PROF_UNIQUE_(prefix) PROF_CONCAT_(prefix, __LINE__)
 #endif
 
+/* A zone's call site, Tracy's static source location: PROF_ZONE,
+ * PROF_FUNC and PROF_ZONE_BEGIN with a name known at compile time (a
+ * string literal, __func__, a constant) make one of these per call site,
+ * in read-only data, and pass its address where the name would go. A zone
+ * costs the same either way (one address, computed at link time); the
+ * collector tells a site from a name by its first two words (the magic,
+ * then the site's own address, which no string holds) and reads the name,
+ * file and line from it once per site. A name computed at run time is
+ * passed as it is and has no site. Not API. */
+#define PROF_SITE_MAGIC_ 0xf17e5173c0de51e5ull   /* no zero byte */
+struct prof_site_ {
+    uint64_t magic;
+    const struct prof_site_ *self;
+    const char *name;
+    const char *file;
+    uint32_t line;
+};
+
+/* The site's name is the zone's name when the compiler can tell that it is
+ * a constant (gcc and clang fold __builtin_constant_p in a static
+ * initializer), else NULL; PROF_SITE_NAME_ then folds to one address or
+ * the other. PROF_FUNC's names (__func__, which __builtin_constant_p does
+ * not call constant) always have a site. */
+#define PROF_SITE_(var, nm) PROF_SITE_NAMED_(var, __builtin_constant_p(nm) ? (nm) : 0)
+#define PROF_SITE_NAMED_(var, nm) \
+    static const struct prof_site_ var __attribute__((aligned(8), unused)) = { \
+        PROF_SITE_MAGIC_, &var, nm, __FILE__, __LINE__}
+#define PROF_SITE_NAME_(var, nm) ((var).name != 0 ? (const char *)&(var) : (nm))
+
 #if defined(PROF_DISABLE)
 
 /* Compiled out: sizeof keeps the arguments type-checked and "used" without
@@ -469,7 +498,10 @@ inline const char *func_name_intern_(const char *pretty, size_t n)
 #  endif
 }  /* namespace prof */
 extern "C" {
-#  define PROF_ZONE(name) ::prof::Zone PROF_UNIQUE_(prof_zone_)(name)
+#  define PROF_ZONE(name) PROF_ZONE_AT_(PROF_UNIQUE_(prof_zone_), name)
+#  define PROF_ZONE_AT_(var, name) \
+    PROF_SITE_(PROF_CONCAT_(var, _site), name); \
+    ::prof::Zone var(PROF_SITE_NAME_(PROF_CONCAT_(var, _site), name))
 /* C++: the qualified name, "Encoder::run" (namespaces and class template
  * arguments included, return type and parameters left out), taken from
  * __PRETTY_FUNCTION__; a zone in a lambda is "<enclosing function>::lambda".
@@ -481,7 +513,8 @@ extern "C" {
 #    define PROF_FUNC_AT_(var) \
     static constexpr ::prof::FuncName_<sizeof(__PRETTY_FUNCTION__)> \
         PROF_CONCAT_(var, _name)(__PRETTY_FUNCTION__); \
-    ::prof::Zone var(PROF_CONCAT_(var, _name).str)
+    PROF_SITE_NAMED_(PROF_CONCAT_(var, _site), PROF_CONCAT_(var, _name).str); \
+    ::prof::Zone var((const char *)&PROF_CONCAT_(var, _site))
 #  else
 #    define PROF_FUNC_AT_(var) \
     static const char *const PROF_CONCAT_(var, _name) = \
@@ -496,10 +529,16 @@ extern "C" {
 /* The zone ends when the enclosing block exits, through the cleanup
  * attribute (gcc, clang). Aligned so that the 32-byte zone never straddles
  * two cache lines of the stack (that alone doubled an off zone's cost). */
-#  define PROF_ZONE(name) \
-    prof_zone PROF_UNIQUE_(prof_zone_) \
-        __attribute__((cleanup(prof_zone_end_inline_), unused, aligned(32))) = prof_zone_begin_inline_(name)
-#  define PROF_FUNC() PROF_ZONE(__func__)
+#  define PROF_ZONE(name) PROF_ZONE_AT_(PROF_UNIQUE_(prof_zone_), name)
+#  define PROF_ZONE_AT_(var, name) \
+    PROF_SITE_(PROF_CONCAT_(var, _site), name); \
+    prof_zone var __attribute__((cleanup(prof_zone_end_inline_), unused, aligned(32))) = \
+        prof_zone_begin_inline_(PROF_SITE_NAME_(PROF_CONCAT_(var, _site), name))
+#  define PROF_FUNC() PROF_FUNC_AT_(PROF_UNIQUE_(prof_func_))
+#  define PROF_FUNC_AT_(var) \
+    PROF_SITE_NAMED_(PROF_CONCAT_(var, _site), __func__); \
+    prof_zone var __attribute__((cleanup(prof_zone_end_inline_), unused, aligned(32))) = \
+        prof_zone_begin_inline_((const char *)&PROF_CONCAT_(var, _site))
 #  define PROF_CUDA_ZONE(name, stream) \
     prof_cuda_zone PROF_UNIQUE_(prof_cuda_zone_) \
         __attribute__((cleanup(prof_cuda_zone_end), unused)) = \
@@ -511,7 +550,9 @@ extern "C" {
 /* An explicit pair, for zones that do not match a block. The zone variable
  * is declared by PROF_ZONE_BEGIN. */
 #  define PROF_ZONE_BEGIN(var, name) \
-    prof_zone var __attribute__((aligned(32))) = prof_zone_begin_inline_(name)
+    PROF_SITE_(PROF_CONCAT_(var, _prof_site_), name); \
+    prof_zone var __attribute__((aligned(32))) = \
+        prof_zone_begin_inline_(PROF_SITE_NAME_(PROF_CONCAT_(var, _prof_site_), name))
 #  define PROF_ZONE_END(var) prof_zone_end_inline_(&(var))
 #  define PROF_COUNTER(name, value) prof_counter((name), (double)(value))
 #  define PROF_MARK(name) prof_mark(name)

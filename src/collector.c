@@ -148,7 +148,7 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r)
     }
     prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
     if (traced(r->start))
-        prof_trace_zone(t, s, prof_clock_to_ns(r->start), dur, r->depth);
+        prof_trace_zone(t, s, r->name, prof_clock_to_ns(r->start), dur, r->depth);
 }
 
 /* PROF_SKIP_STEPS=N: at the Nth step every statistic starts afresh, as

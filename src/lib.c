@@ -18,6 +18,7 @@
 #include "ranks.h"
 #include "registry.h"
 #include "runtime.h"
+#include "site.h"
 #include "stats.h"
 #include "summary.h"
 #include "trace.h"
@@ -394,7 +395,7 @@ PROF_API prof_zone prof_zone_begin_hooked_(const char *name)
     if (PROF_UNLIKELY_(__atomic_load_n(&prof_rt.fork_pending, __ATOMIC_ACQUIRE)))
         fork_setup();
     if (nvtx_ok)
-        prof_nvtx_push(name);
+        prof_nvtx_push(prof_site_name(name));
     z = prof_zone_open_(name, 0);
     if (z.start == 0)
         z.start = 1;

@@ -24,6 +24,7 @@
 #include "map.h"
 #include "registry.h"
 #include "runtime.h"
+#include "site.h"
 #include "stats.h"
 
 struct node {
@@ -41,8 +42,10 @@ static struct prof_map counters;    /* interned name -> counter */
 static struct prof_map marks;       /* interned name -> mark */
 static struct prof_map gpu_by_raw;  /* raw name pointer -> GPU stage */
 
+/* A call site's stage is its name's: the sites of one name share it. */
 static const char *canonical(const char *raw)
 {
+    raw = prof_site_name(raw);
     return raw == NULL ? prof_intern("(null)") : prof_intern(raw);
 }
 
@@ -92,7 +95,7 @@ struct prof_stage *prof_stats_stage(const char *raw, uint32_t flags)
         return s;
     if (flags & PROF_STAGE_GPU) {
         /* "<name> [gpu]": built once per raw pointer, then cached. */
-        const char *cpu = raw ? raw : "(null)";
+        const char *cpu = raw ? prof_site_name(raw) : "(null)";
         size_t n = strlen(cpu);
         char *tmp = malloc(n + 7);
         if (tmp == NULL)

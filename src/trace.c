@@ -54,9 +54,11 @@
 #include "gz.h"
 #include "json.h"
 #include "log.h"
+#include "map.h"
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
+#include "site.h"
 #include "stats.h"
 #include "trace.h"
 
@@ -455,14 +457,53 @@ static const char *json_name(struct prof_stage *s)
     return s->json_name;
 }
 
+/* A zone's call site as args, ",\"args\":{\"src\":\"file:line\"}",
+ * escaped once per raw name pointer and kept (a name that is no site keeps
+ * ""): one entry per raw pointer, as the statistics keep one. Copied, so a
+ * site in a library unloaded later is never read again. */
+static struct prof_map site_args;
+
+static const char *zone_args(const char *raw)
+{
+    static const char none[] = "";
+    const struct prof_site_ *site;
+    struct prof_buf src = {0}, out = {0};
+    const char *a;
+
+    if (raw == NULL)
+        return none;
+    if ((a = prof_map_get(&site_args, (uintptr_t)raw)) != NULL)
+        return a;
+    a = none;
+    if ((site = prof_site_of(raw)) != NULL && site->file != NULL) {
+        prof_buf_puts(&src, site->file);
+        prof_buf_put(&src, ":", 1);
+        prof_buf_u64(&src, site->line);
+        prof_buf_puts(&out, ",\"args\":{\"src\":");
+        if (!src.failed)
+            prof_buf_json_string(&out, src.data);
+        prof_buf_put(&out, "}", 1);
+        if (!out.failed && !src.failed)
+            a = out.data;
+        else
+            prof_buf_free(&out);
+        prof_buf_free(&src);
+    }
+    if (prof_map_put(&site_args, (uintptr_t)raw, (void *)a) != 0 && a != none) {
+        prof_buf_free(&out);    /* no memory to keep it: args left out */
+        a = none;
+    }
+    return a;
+}
+
 #define LIT(q, s) (memcpy((q), (s), sizeof(s) - 1), (q) += sizeof(s) - 1)
 
 /* One X event, formatted in place: the hot loop of tracing. */
-static void zone_event(struct prof_stage *s, const char *cat_ph, size_t cat_len, uint32_t tid,
-                       uint64_t rel_start, uint64_t dur)
+static void zone_event(struct prof_stage *s, const char *args, const char *cat_ph,
+                       size_t cat_len, uint32_t tid, uint64_t rel_start, uint64_t dur)
 {
     const char *name = json_name(s);
-    size_t nlen;
+    size_t nlen, alen = strlen(args);
     char *p, *q;
 
     if (name == NULL) {              /* out of memory: the slow way */
@@ -475,7 +516,7 @@ static void zone_event(struct prof_stage *s, const char *cat_ph, size_t cat_len,
         prof_buf_puts(&buf, "\"name\":");
     }
     nlen = strlen(name);
-    if ((p = prof_buf_room(&buf, nlen + cat_len + pid_len + 80)) == NULL)
+    if ((p = prof_buf_room(&buf, nlen + alen + cat_len + pid_len + 80)) == NULL)
         return;
     q = p;
     memcpy(q, name, nlen);
@@ -489,6 +530,8 @@ static void zone_event(struct prof_stage *s, const char *cat_ph, size_t cat_len,
     q += prof_fmt_us(q, rel_start);
     LIT(q, ",\"dur\":");
     q += prof_fmt_us(q, dur);
+    memcpy(q, args, alen);
+    q += alen;
     *q++ = '}';
     prof_buf_commit(&buf, (size_t)(q - p));
 }
@@ -555,8 +598,8 @@ void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, ui
     t->trace_end_v = v;
 }
 
-void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start_ns,
-                     uint64_t dur_ns, uint32_t depth)
+void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *raw,
+                     uint64_t start_ns, uint64_t dur_ns, uint32_t depth)
 {
     static const char cpu[] = ",\"ph\":\"X\",\"cat\":\"cpu\"";
     uint64_t end_ns = start_ns + dur_ns;
@@ -565,7 +608,8 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start
         return;
     prof_trace_place(t, depth, &start_ns, &end_ns);
     thread_meta(t);
-    zone_event(s, cpu, sizeof cpu - 1, t->tid, rel(start_ns), end_ns - start_ns);
+    zone_event(s, zone_args(raw), cpu, sizeof cpu - 1, t->tid, rel(start_ns),
+               end_ns - start_ns);
 }
 
 static uint32_t gpu_track(int device, uint64_t stream)
@@ -596,7 +640,7 @@ void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint
     if (!room())
         return;
     tid = gpu_track(device, stream);
-    zone_event(s, gpu, sizeof gpu - 1, tid, rel(start_ns),
+    zone_event(s, "", gpu, sizeof gpu - 1, tid, rel(start_ns),
                end_ns > start_ns ? end_ns - start_ns : 0);
 }
 

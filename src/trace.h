@@ -14,8 +14,10 @@ struct prof_stage;
 int prof_trace_open(void);
 int prof_trace_active(void);
 
-void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, uint64_t start_ns,
-                     uint64_t dur_ns, uint32_t depth);
+/* A zone of stage s; raw is its record's name pointer (a call site gives
+ * the event its source location). */
+void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *raw,
+                     uint64_t start_ns, uint64_t dur_ns, uint32_t depth);
 /* Where prof_trace_zone() puts a zone on t's track: [*start, *end] moved,
  * by the few nanoseconds clock re-fits shift, so that t's zones nest as
  * their ticks do. Zones must come in the order they ended. */

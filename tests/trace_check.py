@@ -18,13 +18,15 @@ Infinity, no lone surrogates, no duplicate keys, the closing ']' present
 unless allowed to be missing, and the field rules of FORMATS.md. Zones
 must nest as a viewer computes them: ts and dur parsed as doubles and
 added, no slack (Chrome leaves improperly nested slices undrawn), and X
-events carry no args (speedscope makes one frame per distinct args).
+events carry no args but a call site's {"src": "file:line"} (speedscope
+makes one frame per distinct args, and a site's never vary).
 """
 
 import argparse
 import gzip
 import json
 import math
+import re
 import sys
 import zlib
 
@@ -149,9 +151,12 @@ def check_event(i, e, no_x_args=True):
         if e.get('cat') not in ('cpu', 'gpu'):
             raise TraceError(f'{where}: cat must be "cpu" or "gpu", got {e.get("cat")!r}')
         if no_x_args:
-            if args:
-                raise TraceError(f'{where}: X events carry no args (speedscope splits a stage '
-                                 f'into one frame per distinct args), got {args!r}')
+            if args and (e['cat'] != 'cpu' or set(args) != {'src'} or
+                         not isinstance(args['src'], str) or
+                         not re.fullmatch(r'.+:[1-9][0-9]*', args['src'], re.S)):
+                raise TraceError(f'{where}: X events carry no args but a CPU zone\'s call '
+                                 f'site {{"src": "file:line"}} (speedscope splits a stage into '
+                                 f'one frame per distinct args), got {args!r}')
         else:
             depth = (args or {}).get('depth')
             if not (_int(depth) and depth >= 0):
