@@ -329,11 +329,18 @@ struct prof_site_ {
  * initializer), else NULL; PROF_SITE_NAME_ then folds to one address or
  * the other. PROF_FUNC's names (__func__, which __builtin_constant_p does
  * not call constant) always have a site. */
-#define PROF_SITE_(var, nm) PROF_SITE_NAMED_(var, __builtin_constant_p(nm) ? (nm) : 0)
+#ifdef __cplusplus
+#  define PROF_SITE_NULL_ nullptr
+#  define PROF_SITE_PTR_(var) reinterpret_cast<const char *>(&(var))
+#else
+#  define PROF_SITE_NULL_ 0
+#  define PROF_SITE_PTR_(var) ((const char *)&(var))
+#endif
+#define PROF_SITE_(var, nm) PROF_SITE_NAMED_(var, __builtin_constant_p(nm) ? (nm) : PROF_SITE_NULL_)
 #define PROF_SITE_NAMED_(var, nm) \
     static const struct prof_site_ var __attribute__((aligned(8), unused)) = { \
         PROF_SITE_MAGIC_, &var, nm, __FILE__, __LINE__}
-#define PROF_SITE_NAME_(var, nm) ((var).name != 0 ? (const char *)&(var) : (nm))
+#define PROF_SITE_NAME_(var, nm) ((var).name != PROF_SITE_NULL_ ? PROF_SITE_PTR_(var) : (nm))
 
 #if defined(PROF_DISABLE)
 
@@ -514,7 +521,7 @@ extern "C" {
     static constexpr ::prof::FuncName_<sizeof(__PRETTY_FUNCTION__)> \
         PROF_CONCAT_(var, _name)(__PRETTY_FUNCTION__); \
     PROF_SITE_NAMED_(PROF_CONCAT_(var, _site), PROF_CONCAT_(var, _name).str); \
-    ::prof::Zone var((const char *)&PROF_CONCAT_(var, _site))
+    ::prof::Zone var(PROF_SITE_PTR_(PROF_CONCAT_(var, _site)))
 #  else
 #    define PROF_FUNC_AT_(var) \
     static const char *const PROF_CONCAT_(var, _name) = \
@@ -538,7 +545,7 @@ extern "C" {
 #  define PROF_FUNC_AT_(var) \
     PROF_SITE_NAMED_(PROF_CONCAT_(var, _site), __func__); \
     prof_zone var __attribute__((cleanup(prof_zone_end_inline_), unused, aligned(32))) = \
-        prof_zone_begin_inline_((const char *)&PROF_CONCAT_(var, _site))
+        prof_zone_begin_inline_(PROF_SITE_PTR_(PROF_CONCAT_(var, _site)))
 #  define PROF_CUDA_ZONE(name, stream) \
     prof_cuda_zone PROF_UNIQUE_(prof_cuda_zone_) \
         __attribute__((cleanup(prof_cuda_zone_end), unused)) = \
