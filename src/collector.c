@@ -649,6 +649,9 @@ static void *collector_main(void *arg)
         if (cfg->every_ns && prof_rt.next_summary_ns > now && prof_rt.next_summary_ns - now < wait)
             wait = prof_rt.next_summary_ns - now;
         pthread_mutex_unlock(&prof_rt.lock);
+        /* The trace is written here, with the lock released: threads that
+         * take it (a first zone, prof_flush, fork) never wait on the disk. */
+        prof_trace_write();
         prof_wake_wait(now + wait);
         pthread_mutex_lock(&prof_rt.lock);
         if (prof_rt.stopping)

@@ -115,10 +115,12 @@ static void atfork_prepare(void)
     pthread_mutex_lock(&prof_rt.lock);
     prof_collector_atfork_prepare();
     prof_intern_atfork_prepare();
+    prof_trace_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
+    prof_trace_atfork_parent();
     prof_intern_atfork_parent();
     prof_collector_atfork_parent();
     pthread_mutex_unlock(&prof_rt.lock);
@@ -134,6 +136,7 @@ static void atfork_child(void)
     uint32_t parent = (uint32_t)fork_parent;
 
     prof_intern_atfork_child();
+    prof_trace_atfork_child();
     prof_collector_atfork_child();
     prof_wake_atfork_child();
     prof_process_refresh();
@@ -153,7 +156,7 @@ static void atfork_child(void)
     prof_registry_atfork_child();
     prof_stats_reset();
     prof_cuda_atfork_child();
-    prof_trace_atfork_child();
+    prof_trace_forget_parent();
     /* Windows and losses count from the fork too. */
     prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
     prof_rt.next_summary_ns = prof_rt.start_ns + prof_config_get()->every_ns;
@@ -428,6 +431,10 @@ static int lock_flushed(void)
         return -ESRCH;
     }
     prof_collect_locked();
+    /* The collector writes what this drain gave the trace: this thread
+     * never waits on the disk. */
+    if (prof_trace_pending())
+        prof_wake_collector();
     return 0;
 }
 
@@ -442,6 +449,9 @@ PROF_API int prof_flush(void)
         prof_periodic_locked(prof_clock_now_ns());
         prof_summary_wait_written_locked();
         pthread_mutex_unlock(&prof_rt.lock);
+        /* And the trace holds them on disk when it returns: written here,
+         * with the runtime lock released (other threads go on). */
+        prof_trace_write();
     }
     return err;
 }

@@ -30,15 +30,11 @@
  * a kill inside a batch's write(2) (microseconds per batch) can cut that
  * batch's last event. Padding does not apply to the compressed stream.
  *
- * Ending the file: exactly one path writes the end. A state word goes
- * OPEN -> WRITING -> OPEN around each write and OPEN -> ENDED when the
- * close path or the signal path (a second SIGINT/SIGTERM, in a handler)
- * claims it with compare-and-swap; whoever loses writes nothing. The
- * signal path writes prepared bytes with one write(2): "\n]\n", or for gz
- * a final stored block holding "\n]\n" plus the gzip trailer, computed
- * after every batch (no zlib call in the handler). A signal that arrives
- * while a batch is being written finds WRITING and leaves the file as a
- * killed process does. */
+ * Formatting happens here, on the thread that drains (the collector, or
+ * an application thread in prof_flush), under the runtime lock; the text
+ * goes to trace_out.c in batches, which the collector writes with the lock
+ * released. Page placement counts the bytes queued, which is where the
+ * file will be once they are written. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -51,7 +47,6 @@
 #include "prof.h"
 #include "clock.h"
 #include "env.h"
-#include "gz.h"
 #include "json.h"
 #include "log.h"
 #include "map.h"
@@ -61,29 +56,19 @@
 #include "site.h"
 #include "stats.h"
 #include "trace.h"
+#include "trace_out.h"
 
 #define FLUSH_AT (256 * 1024)
 #define PAGE 4096u
 #define GPU_TID_BASE 1000000000u
 #define MAX_STREAMS 256
-#define GZ_LEVEL 6
-#define END_TEXT "\n]\n"
 
 enum { OFF, ON, CAPPED };
-enum { W_CLOSED, W_OPEN, W_WRITING, W_ENDED };   /* wstate: who may write */
 
 static int state = OFF;
-static int fd = -1;
-static int wstate = W_CLOSED;    /* atomic: shared with the signal path */
-static int signal_fd = -1;       /* fd as the signal path may see it (atomic) */
-static unsigned char end_bytes[64];   /* what the signal path writes; set before OPEN */
-static size_t end_len;
 static char path[4096];
 static struct prof_buf buf;
-static struct prof_gz *gz;       /* non-NULL: the file is a gzip stream */
-static struct prof_buf zbuf;     /* compressed output of one batch */
-static uint64_t written;         /* bytes in the file (compressed, for gz) */
-static uint64_t raw_written;     /* bytes of JSON given to the file */
+static uint64_t text_out;        /* JSON bytes handed to trace_out.c */
 static uint64_t nevents;
 static uint64_t origin_ns;       /* CLOCK_MONOTONIC ns of ts 0 */
 static char pid_text[24];        /* ",\"pid\":<pid>,\"tid\":" */
@@ -94,7 +79,6 @@ static unsigned nstreams;
 static uint64_t last_dropped;
 static uint64_t nonfinite;       /* counter samples not written: NaN or Inf */
 static size_t open_event = SIZE_MAX;   /* buffer offset of the event not yet placed */
-static int zlib_note;
 
 /* ts as written: ns since the origin, never 0 (viewers treat 0 as unset). */
 static uint64_t rel(uint64_t ns)
@@ -124,10 +108,10 @@ static void event_place(void)
     uint64_t pos;
 
     open_event = SIZE_MAX;
-    if (at == SIZE_MAX || buf.failed || at > buf.len || gz != NULL)
+    if (at == SIZE_MAX || buf.failed || at > buf.len || prof_trace_out_is_gz())
         return;
     len = buf.len - at;
-    pos = written + at;
+    pos = text_out + at;
     if (pos % PAGE == 0 || pos / PAGE == (pos + len - 1) / PAGE || len > PAGE)
         return;
     pad = PAGE - pos % PAGE;
@@ -158,78 +142,10 @@ static void common(const char *ph, uint32_t tid)
     prof_buf_u64(&buf, tid);
 }
 
-/* Application threads write here too (prof_flush drains on the caller's
- * thread): a FIFO whose reader has gone must give EPIPE, not SIGPIPE, so
- * SIGPIPE is blocked while writing and the one we caused is consumed.
- * Called with wstate WRITING or ENDED held by the caller. */
-static void write_all(const char *p, size_t n)
-{
-    sigset_t pipe_set, old;
-    int err = 0;
-
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : EIO;
-            prof_log("trace %s: write failed (%s); tracing is off from here, "
-                     "the summary goes on", path, w < 0 ? strerror(err) : "short write");
-            __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
-            __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
-            close(fd);
-            fd = -1;
-            state = OFF;
-            break;
-        }
-        p += w;
-        n -= (size_t)w;
-        written += (uint64_t)w;
-    }
-    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
-        struct timespec zero = {0, 0};
-        sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-/* Write one batch of JSON text (compressed for gz), holding WRITING. */
-static void write_batch(const char *p, size_t n)
-{
-    int expect = W_OPEN;
-
-    /* Acquire/release pair with the signal path's claim: it either ended
-     * the file before this batch (nothing more is written) or sees OPEN
-     * again only with end_bytes matching the file. */
-    if (!__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED))
-        return;
-    raw_written += n;
-    if (gz != NULL) {
-        zbuf.len = 0;
-        if (prof_gz_write(gz, p, n, 0, &zbuf) != 0) {
-            prof_log("trace %s: compression failed (out of memory?); tracing is off from "
-                     "here", path);
-            zbuf.failed = 0;
-            state = CAPPED;
-        } else {
-            write_all(zbuf.data, zbuf.len);
-            end_len = prof_gz_end_bytes(gz, END_TEXT, 3, end_bytes);
-        }
-    } else {
-        write_all(p, n);
-    }
-    if (fd >= 0)
-        __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
-}
-
 void prof_trace_flush(void)
 {
     event_place();
-    if (fd < 0)
+    if (!prof_trace_out_is_open())
         return;
     /* Checked before the length: a buffer whose first allocation failed
      * is empty and failed. */
@@ -238,33 +154,24 @@ void prof_trace_flush(void)
         state = CAPPED;
         buf.failed = 0;
         buf.len = 0;
-        if (written == 0) {
-            /* Not even the opening bracket is out: write it directly (no
-             * memory needed), so the end below makes "[]" and the file
-             * stays valid JSON. A gz file with nothing in it is removed. */
-            int expect = W_OPEN;
-
-            if (gz != NULL) {
-                if (__atomic_compare_exchange_n(&wstate, &expect, W_CLOSED, 0, __ATOMIC_ACQUIRE,
-                                                __ATOMIC_RELAXED)) {
-                    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
-                    close(fd);
-                    fd = -1;
-                    unlink(path);
-                }
-            } else if (__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0,
-                                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-                write_all("[", 1);
-                if (fd >= 0)
-                    __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
-            }
-        }
+        if (text_out == 0)
+            prof_trace_out_abandon();
         return;
     }
     if (buf.len == 0)
         return;
-    write_batch(buf.data, buf.len);
-    buf.len = 0;
+    text_out += buf.len;
+    prof_trace_out_queue(&buf);
+}
+
+void prof_trace_write(void)
+{
+    prof_trace_out_write();
+}
+
+int prof_trace_pending(void)
+{
+    return prof_trace_out_pending();
 }
 
 static void metadata(const char *what, uint32_t tid, const char *key, const char *svalue,
@@ -312,52 +219,22 @@ static void header(void)
              p->rank >= 0 ? p->rank : 0);
 }
 
-static int ends_with_gz(const char *s)
-{
-    size_t n = strlen(s);
-
-    return n > 3 && strcmp(s + n - 3, ".gz") == 0;
-}
-
 int prof_trace_open(void)
 {
     const struct prof_config *cfg = prof_config_get();
-    const char *why;
     size_t n;
     int err;
 
-    if (cfg->trace_path == NULL || state != OFF || fd >= 0)
+    if (cfg->trace_path == NULL || state != OFF || prof_trace_out_is_open())
         return 0;
     if (prof_path_expand(cfg->trace_path, path, sizeof path) != 0) {
         prof_log("PROF_TRACE: path too long; tracing is off");
         return -ENAMETOOLONG;
     }
-    if (ends_with_gz(path)) {
-        if (prof_gz_load(&why) == 0)
-            gz = prof_gz_new(GZ_LEVEL);
-        else
-            why = why != NULL ? why : "zlib not found";
-        if (gz == NULL) {
-            path[strlen(path) - 3] = '\0';
-            prof_log_once(&zlib_note, "trace %s.gz: no zlib (%s); writing plain JSON to %s",
-                          path, why, path);
-        }
-    }
-    /* O_NONBLOCK for the open only: a FIFO with no reader fails (ENXIO)
-     * instead of hanging the thread that recorded the first zone. */
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (fd < 0) {
-        err = errno;
-        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", path,
-                 strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
-                 "does not follow" : "");
-        prof_gz_free(gz);
-        gz = NULL;
-        return -err;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if ((err = prof_trace_out_open(path)) != 0)
+        return err;
     state = ON;
-    written = raw_written = nevents = nonfinite = 0;
+    text_out = nevents = nonfinite = 0;
     nstreams = 0;
     last_dropped = 0;
     /* A forked child keeps its parent's origin: their traces line up. */
@@ -370,16 +247,12 @@ int prof_trace_open(void)
     n = (size_t)snprintf(pid_text, sizeof pid_text, ",\"pid\":%d,\"tid\":",
                          (int)prof_process_get()->pid);
     pid_len = n < sizeof pid_text ? n : sizeof pid_text - 1;
-    memcpy(end_bytes, END_TEXT, 3);
-    end_len = 3;
-    __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
     /* The header is written at once: a process killed right after its
-     * first zone still leaves "[" and the metadata. */
+     * first zone still leaves "[" and the metadata (and only with it out
+     * may the signal path end the file). */
     header();
     prof_trace_flush();
-    /* Only now, with the header out, may the signal path close the file. */
-    if (fd >= 0)
-        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
+    prof_trace_out_write();
     return 0;
 }
 
@@ -415,16 +288,16 @@ static void thread_meta(struct prof_thread *t)
 static int room(void)
 {
     const struct prof_config *cfg = prof_config_get();
-    uint64_t pending = buf.len;
 
+    if (state == ON && prof_trace_out_failed())
+        state = OFF;
     if (state != ON)
         return 0;
-    /* The limit counts bytes on disk: what is buffered counts at the
-     * compression ratio so far. */
-    if (gz != NULL)
-        pending = raw_written ? (uint64_t)((double)buf.len * (double)written /
-                                           (double)raw_written) : buf.len / 8;
-    if (cfg->trace_max_bytes && written + pending >= cfg->trace_max_bytes) {
+    /* The limit counts bytes on disk: text not yet compressed counts at
+     * the compression ratio so far. */
+    if (cfg->trace_max_bytes &&
+        (uint64_t)((double)(text_out + buf.len) * prof_trace_out_ratio()) >=
+            cfg->trace_max_bytes) {
         uint64_t mb = cfg->trace_max_bytes / (1024 * 1024);
         event_start();
         prof_buf_printf(&buf, "\"name\":\"prof: trace size limit reached (%llu MB); later "
@@ -699,62 +572,40 @@ void prof_trace_dropped(uint64_t ts, uint64_t total)
 
 void prof_trace_close(void)
 {
-    int expect = W_OPEN;
-
-    if (fd < 0)
+    if (!prof_trace_out_is_open())
         return;
     prof_trace_flush();
-    /* The end is written by whichever of this path and the signal path
-     * claims it first; directly, not through the buffer, so that the file
-     * is closed even when memory is short. */
-    if (fd >= 0 && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0, __ATOMIC_ACQUIRE,
-                                               __ATOMIC_RELAXED)) {
-        if (gz != NULL) {
-            zbuf.len = 0;
-            if (prof_gz_write(gz, END_TEXT, 3, 1, &zbuf) == 0)
-                write_all(zbuf.data, zbuf.len);
-            else    /* no memory for zlib's output: the prepared end needs none */
-                write_all((const char *)end_bytes, end_len);
-        } else {
-            write_all(END_TEXT, 3);
-        }
-    }
-    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
-    if (fd >= 0 && close(fd) != 0)
-        prof_log("trace %s: close failed (%s)", path, strerror(errno));
-    fd = -1;
-    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+    prof_trace_out_close();
     state = OFF;
     prof_buf_free(&buf);
-    prof_buf_free(&zbuf);
-    prof_gz_free(gz);
-    gz = NULL;
 }
 
 void prof_trace_close_from_signal(void)
 {
-    int expect = W_OPEN;
-    int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
+    prof_trace_out_close_from_signal();
+}
 
-    /* Only whole batches were ever written, so the file ends at an event
-     * (and for gz at a sync point, where end_bytes continue it). */
-    if (f >= 0 && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0, __ATOMIC_ACQUIRE,
-                                              __ATOMIC_RELAXED) &&
-        write(f, end_bytes, end_len) < 0) {
-        /* Nothing more a signal handler may do. */
-    }
+void prof_trace_atfork_prepare(void)
+{
+    prof_trace_out_atfork_prepare();
+}
+
+void prof_trace_atfork_parent(void)
+{
+    prof_trace_out_atfork_parent();
 }
 
 void prof_trace_atfork_child(void)
 {
+    prof_trace_out_atfork_child();
+}
+
+void prof_trace_forget_parent(void)
+{
     const struct prof_config *cfg = prof_config_get();
 
-    /* The parent's buffer, stream and descriptor stay the parent's. */
-    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
-    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELAXED);
-    if (fd >= 0)
-        close(fd);
-    fd = -1;
+    /* The parent's buffer, queue, stream and descriptor stay the parent's. */
+    prof_trace_out_forget();
     /* Opened on the child's first record (prof_trace_open from the
      * runtime's fork setup), and only with its own %p name: a child that
      * execs leaves no file. CAPPED keeps a child without %p off for good. */
@@ -762,8 +613,4 @@ void prof_trace_atfork_child(void)
     buf.len = 0;
     open_event = SIZE_MAX;
     buf.failed = 0;
-    zbuf.len = 0;
-    zbuf.failed = 0;
-    prof_gz_free(gz);
-    gz = NULL;
 }

@@ -1,6 +1,7 @@
-/* trace.h - the Chrome trace writer (docs/FORMATS.md). Collector side,
- * runtime lock held; events are buffered and written in whole lines, so a
- * killed process leaves a file that ends at an event boundary. */
+/* trace.h - the Chrome trace (docs/FORMATS.md): events formatted on the
+ * collector side, runtime lock held, into batches of whole lines that
+ * trace_out.h writes with the lock released, so a killed process leaves a
+ * file that ends at an event boundary. */
 #ifndef PROF_TRACE_H
 #define PROF_TRACE_H
 
@@ -33,8 +34,12 @@ void prof_trace_dropped(uint64_t ts_ns, uint64_t total);
  * (JSON has no such numbers) since the trace was opened. */
 uint64_t prof_trace_nonfinite(void);
 
-/* Write what is buffered. */
+/* Hand what is buffered to the writer (trace_out.h). */
 void prof_trace_flush(void);
+/* Write what the writer holds: the collector, without the runtime lock. */
+void prof_trace_write(void);
+/* Something is waiting to be written. */
+int prof_trace_pending(void);
 /* Write the closing ']' and close. */
 void prof_trace_close(void);
 
@@ -46,8 +51,12 @@ void prof_trace_close(void);
  * prepared bytes (a stored block and the trailer), no zlib call. */
 void prof_trace_close_from_signal(void);
 
-/* In a forked child: never touch the parent's file; reopen when the path
- * has %p, else stay off. */
+/* fork handlers (runtime lock held), called in every fork. */
+void prof_trace_atfork_prepare(void);
+void prof_trace_atfork_parent(void);
 void prof_trace_atfork_child(void);
+/* In a forked child of a started runtime: never touch the parent's file;
+ * reopen when the path has %p, else stay off. */
+void prof_trace_forget_parent(void);
 
 #endif

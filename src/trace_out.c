@@ -1,0 +1,440 @@
+/* trace_out.c - queue, compress and write the trace's batches (see
+ * trace_out.h for who calls what, trace.c for the file's layout).
+ *
+ * Ending the file: exactly one path writes the end. A state word goes
+ * OPEN -> WRITING -> OPEN around each batch and OPEN -> ENDED when the
+ * close path or the signal path (a second SIGINT/SIGTERM, in a handler)
+ * claims it with compare-and-swap; whoever loses writes nothing. The
+ * signal path writes prepared bytes with one write(2): "\n]\n", or for gz
+ * a final stored block holding "\n]\n" plus the gzip trailer, computed
+ * after every batch (no zlib call in the handler). A signal that arrives
+ * while a batch is being written finds WRITING and leaves the file as a
+ * killed process does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gz.h"
+#include "log.h"
+#include "trace_out.h"
+
+#define GZ_LEVEL 6
+#define END_TEXT "\n]\n"
+/* Queued JSON past which the formatter writes itself: 16 batches. */
+#define QUEUE_MAX (4u << 20)
+
+enum { W_CLOSED, W_OPEN, W_WRITING, W_ENDED };   /* wstate: who may write */
+
+struct batch {
+    struct batch *next;
+    struct prof_buf text;
+};
+
+/* Owned by the writer (write_lock held). */
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fd = -1;
+static struct prof_gz *gz;       /* non-NULL: the file is a gzip stream */
+static struct prof_buf zbuf;     /* compressed output of one batch */
+static char path[4096];
+static int in_write;             /* a batch is being written (seen by a
+                                    forked child: the stream may be torn) */
+
+/* Shared with the signal path. */
+static int wstate = W_CLOSED;
+static int signal_fd = -1;       /* fd as the signal path may see it */
+static unsigned char end_bytes[64];   /* what the signal path writes */
+static size_t end_len;
+
+/* The queue (queue_lock held). */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct batch *head, **tail = &head;
+static struct batch *spare;      /* one written batch kept for its memory */
+static size_t queued;            /* JSON bytes in the queue */
+
+/* Read by the formatter (atomics). */
+static uint64_t written;         /* bytes in the file (compressed, for gz) */
+static uint64_t raw_written;     /* JSON bytes given to the file */
+static int failed;
+
+int prof_trace_out_is_open(void)
+{
+    return __atomic_load_n(&wstate, __ATOMIC_ACQUIRE) != W_CLOSED;
+}
+
+int prof_trace_out_is_gz(void)
+{
+    return gz != NULL;
+}
+
+static int ends_with_gz(const char *s)
+{
+    size_t n = strlen(s);
+
+    return n > 3 && strcmp(s + n - 3, ".gz") == 0;
+}
+
+int prof_trace_out_open(char *p)
+{
+    static int zlib_note;
+    const char *why;
+    int err;
+
+    pthread_mutex_lock(&write_lock);
+    if (ends_with_gz(p)) {
+        if (prof_gz_load(&why) == 0)
+            gz = prof_gz_new(GZ_LEVEL);
+        else
+            why = why != NULL ? why : "zlib not found";
+        if (gz == NULL) {
+            p[strlen(p) - 3] = '\0';
+            prof_log_once(&zlib_note, "trace %s.gz: no zlib (%s); writing plain JSON to %s",
+                          p, why, p);
+        }
+    }
+    /* O_NONBLOCK for the open only: a FIFO with no reader fails (ENXIO)
+     * instead of hanging the thread that recorded the first zone. */
+    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0) {
+        err = errno;
+        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", p,
+                 strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
+                 "does not follow" : "");
+        prof_gz_free(gz);
+        gz = NULL;
+        pthread_mutex_unlock(&write_lock);
+        return -err;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    snprintf(path, sizeof path, "%s", p);
+    __atomic_store_n(&written, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&raw_written, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&failed, 0, __ATOMIC_RELAXED);
+    memcpy(end_bytes, END_TEXT, 3);
+    end_len = 3;
+    __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&write_lock);
+    return 0;
+}
+
+/* Application threads write here too (a full queue, shutdown): a FIFO
+ * whose reader has gone must give EPIPE, not SIGPIPE, so SIGPIPE is
+ * blocked while writing and the one we caused is consumed. Called with
+ * WRITING or ENDED held. On failure the file is closed and tracing stops. */
+static void write_all(const char *p, size_t n)
+{
+    sigset_t pipe_set, old;
+    int err = 0;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
+            prof_log("trace %s: write failed (%s); tracing is off from here, "
+                     "the summary goes on", path, w < 0 ? strerror(err) : "short write");
+            __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+            __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+            close(fd);
+            fd = -1;
+            __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
+            break;
+        }
+        p += w;
+        n -= (size_t)w;
+        __atomic_add_fetch(&written, (uint64_t)w, __ATOMIC_RELAXED);
+    }
+    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Write one batch (compressed for gz), holding WRITING. The first batch
+ * holds the header: only once it is out may the signal path end the file. */
+static void write_batch(const char *p, size_t n)
+{
+    int expect = W_OPEN;
+
+    /* Acquire/release pair with the signal path's claim: it either ended
+     * the file before this batch (nothing more is written) or sees OPEN
+     * again only with end_bytes matching the file. */
+    if (!__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return;
+    __atomic_add_fetch(&raw_written, n, __ATOMIC_RELAXED);
+    if (gz != NULL) {
+        zbuf.len = 0;
+        if (prof_gz_write(gz, p, n, 0, &zbuf) != 0) {
+            prof_log("trace %s: compression failed (out of memory?); tracing is off from "
+                     "here", path);
+            zbuf.failed = 0;
+            __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
+        } else {
+            write_all(zbuf.data, zbuf.len);
+            end_len = prof_gz_end_bytes(gz, END_TEXT, 3, end_bytes);
+        }
+    } else {
+        write_all(p, n);
+    }
+    if (fd >= 0) {
+        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+    }
+}
+
+void prof_trace_out_queue(struct prof_buf *b)
+{
+    struct batch *q;
+    int full;
+
+    if (b->len == 0)
+        return;
+    pthread_mutex_lock(&queue_lock);
+    q = spare;
+    spare = NULL;
+    pthread_mutex_unlock(&queue_lock);
+    if (q == NULL && (q = calloc(1, sizeof *q)) == NULL) {
+        /* No memory for the queue: write what is queued and this batch
+         * now, in order. */
+        prof_trace_out_write();
+        pthread_mutex_lock(&write_lock);
+        if (fd >= 0)
+            write_batch(b->data, b->len);
+        pthread_mutex_unlock(&write_lock);
+        b->len = 0;
+        return;
+    }
+    {
+        struct prof_buf empty = q->text;   /* the spare's room */
+        q->text = *b;
+        *b = empty;
+        b->len = 0;
+        b->failed = 0;
+        if (b->data != NULL)
+            b->data[0] = '\0';
+    }
+    q->next = NULL;
+    pthread_mutex_lock(&queue_lock);
+    *tail = q;
+    tail = &q->next;
+    queued += q->text.len;
+    full = queued >= QUEUE_MAX;
+    pthread_mutex_unlock(&queue_lock);
+    if (full)
+        prof_trace_out_write();
+}
+
+void prof_trace_out_write(void)
+{
+    pthread_mutex_lock(&write_lock);
+    for (;;) {
+        struct batch *q;
+
+        pthread_mutex_lock(&queue_lock);
+        if ((q = head) != NULL && (head = q->next) == NULL)
+            tail = &head;
+        if (q != NULL)
+            queued -= q->text.len;
+        pthread_mutex_unlock(&queue_lock);
+        if (q == NULL)
+            break;
+        __atomic_store_n(&in_write, 1, __ATOMIC_RELAXED);
+        if (fd >= 0)
+            write_batch(q->text.data, q->text.len);
+        __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
+        q->text.len = 0;
+        pthread_mutex_lock(&queue_lock);
+        if (spare == NULL) {
+            spare = q;
+            q = NULL;
+        }
+        pthread_mutex_unlock(&queue_lock);
+        if (q != NULL) {
+            prof_buf_free(&q->text);
+            free(q);
+        }
+    }
+    pthread_mutex_unlock(&write_lock);
+}
+
+int prof_trace_out_pending(void)
+{
+    int any;
+
+    pthread_mutex_lock(&queue_lock);
+    any = head != NULL;
+    pthread_mutex_unlock(&queue_lock);
+    return any;
+}
+
+uint64_t prof_trace_out_disk_bytes(void)
+{
+    return __atomic_load_n(&written, __ATOMIC_RELAXED);
+}
+
+uint64_t prof_trace_out_text_bytes(void)
+{
+    size_t q;
+
+    pthread_mutex_lock(&queue_lock);
+    q = queued;
+    pthread_mutex_unlock(&queue_lock);
+    return __atomic_load_n(&raw_written, __ATOMIC_RELAXED) + q;
+}
+
+double prof_trace_out_ratio(void)
+{
+    uint64_t raw = __atomic_load_n(&raw_written, __ATOMIC_RELAXED);
+
+    if (gz == NULL)
+        return 1.0;
+    /* Before the first batch: gzip shrinks trace JSON about 8 times. */
+    return raw ? (double)__atomic_load_n(&written, __ATOMIC_RELAXED) / (double)raw : 0.125;
+}
+
+int prof_trace_out_failed(void)
+{
+    return __atomic_load_n(&failed, __ATOMIC_ACQUIRE);
+}
+
+void prof_trace_out_abandon(void)
+{
+    int expect = W_OPEN;
+
+    prof_trace_out_write();
+    pthread_mutex_lock(&write_lock);
+    if (fd >= 0 && __atomic_load_n(&written, __ATOMIC_RELAXED) == 0) {
+        /* Not even the opening bracket is out: write it directly (no
+         * memory needed), so the end makes "[]" and the file stays valid
+         * JSON. A gz file with nothing in it is removed. */
+        if (gz != NULL) {
+            if (__atomic_compare_exchange_n(&wstate, &expect, W_CLOSED, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
+                __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+                close(fd);
+                fd = -1;
+                unlink(path);
+            }
+        } else if (__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
+                                               __ATOMIC_RELAXED)) {
+            write_all("[", 1);
+            if (fd >= 0) {
+                __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
+                __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+            }
+        }
+    }
+    pthread_mutex_unlock(&write_lock);
+}
+
+void prof_trace_out_close(void)
+{
+    int expect = W_OPEN;
+
+    prof_trace_out_write();
+    pthread_mutex_lock(&write_lock);
+    /* The end is written by whichever of this path and the signal path
+     * claims it first; directly, so that the file is closed even when
+     * memory is short. */
+    __atomic_store_n(&in_write, 1, __ATOMIC_RELAXED);
+    if (fd >= 0 && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0, __ATOMIC_ACQUIRE,
+                                               __ATOMIC_RELAXED)) {
+        if (gz != NULL) {
+            zbuf.len = 0;
+            if (prof_gz_write(gz, END_TEXT, 3, 1, &zbuf) == 0)
+                write_all(zbuf.data, zbuf.len);
+            else    /* no memory for zlib's output: the prepared end needs none */
+                write_all((const char *)end_bytes, end_len);
+        } else {
+            write_all(END_TEXT, 3);
+        }
+    }
+    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+    if (fd >= 0 && close(fd) != 0)
+        prof_log("trace %s: close failed (%s)", path, strerror(errno));
+    fd = -1;
+    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+    prof_buf_free(&zbuf);
+    prof_gz_free(gz);
+    gz = NULL;
+    __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&write_lock);
+    pthread_mutex_lock(&queue_lock);
+    if (spare != NULL) {
+        prof_buf_free(&spare->text);
+        free(spare);
+        spare = NULL;
+    }
+    pthread_mutex_unlock(&queue_lock);
+}
+
+void prof_trace_out_close_from_signal(void)
+{
+    int expect = W_OPEN;
+    int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
+
+    /* Only whole batches were ever written, so the file ends at an event
+     * (and for gz at a sync point, where end_bytes continue it). */
+    if (f >= 0 && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0, __ATOMIC_ACQUIRE,
+                                              __ATOMIC_RELAXED) &&
+        write(f, end_bytes, end_len) < 0) {
+        /* Nothing more a signal handler may do. */
+    }
+}
+
+void prof_trace_out_atfork_prepare(void)
+{
+    pthread_mutex_lock(&queue_lock);
+}
+
+void prof_trace_out_atfork_parent(void)
+{
+    pthread_mutex_unlock(&queue_lock);
+}
+
+void prof_trace_out_atfork_child(void)
+{
+    /* The writer may have been in the middle of a batch in the parent:
+     * its lock is made anew. */
+    pthread_mutex_init(&write_lock, NULL);
+    pthread_mutex_unlock(&queue_lock);
+}
+
+void prof_trace_out_forget(void)
+{
+    struct batch *q, *next;
+
+    /* A stream the parent's writer was compressing at the fork is left
+     * alone (zlib's state may be torn); everything else is the parent's
+     * to write, so it is dropped here. */
+    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELAXED);
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    if (!__atomic_load_n(&in_write, __ATOMIC_RELAXED)) {
+        prof_gz_free(gz);
+        prof_buf_free(&zbuf);
+    }
+    gz = NULL;
+    memset(&zbuf, 0, sizeof zbuf);
+    in_write = 0;
+    for (q = head; q != NULL; q = next) {
+        next = q->next;
+        prof_buf_free(&q->text);
+        free(q);
+    }
+    head = NULL;
+    tail = &head;
+    queued = 0;
+}
