@@ -1,0 +1,111 @@
+/* cuda_driver.c - the CUDA driver, loaded at run time.
+ *
+ * The driver (libcuda.so.1, or PROF_CUDA_LIB) is dlopen'd on the first CUDA
+ * zone and never linked, so one build serves machines with and without a
+ * GPU. The types and the dozen entry points we use are declared by hand in
+ * cuda_driver.h; no CUDA header is needed to build. Anything missing (no
+ * library, a missing symbol, cuInit failing, PROF_CUDA=0) leaves CUDA zones
+ * timing their CPU side only, with one message. Entry points that only
+ * make prof better (stream contexts, a private stream, capture checks,
+ * error names) are optional and stay NULL on drivers without them.
+ *
+ * When to load, and who waits for it, is cuda.c's business: this file only
+ * knows how. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+#include "env.h"
+#include "log.h"
+
+struct cuda_api prof_cu;
+
+static int note_unavailable;
+
+const char *prof_cu_error_name_in(CUresult rc, char *buf)
+{
+    const char *name = NULL;
+
+    if (prof_cu.get_error_name != NULL && prof_cu.get_error_name(rc, &name) == CU_SUCCESS &&
+        name != NULL)
+        return name;
+    snprintf(buf, 32, "CUDA error %d", rc);
+    return buf;
+}
+
+static void *sym(void *h, const char *name, const char *alt)
+{
+    void *f = dlsym(h, name);
+
+    if (f == NULL && alt != NULL)
+        f = dlsym(h, alt);
+    return f;
+}
+
+int prof_cuda_driver_open(void)
+{
+    const struct prof_config *cfg = prof_config_get();
+    const char *lib = cfg->cuda_lib != NULL && cfg->cuda_lib[0] != '\0' ? cfg->cuda_lib
+                                                                         : "libcuda.so.1";
+    const char *missing = NULL;
+    struct cuda_api a;
+    void *h;
+    CUresult rc;
+
+    if (cfg->cuda == PROF_CUDA_OFF) {
+        prof_log_once(&note_unavailable, "PROF_CUDA=0: CUDA zones time the CPU side only");
+        return -ENODEV;
+    }
+    h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        const char *err = dlerror();
+
+        prof_log_once(&note_unavailable, "%sno CUDA driver (%s); CUDA zones time the CPU side only",
+                      cfg->cuda == PROF_CUDA_ON ? "PROF_CUDA=1 but " : "",
+                      err != NULL ? err : lib);
+        return -ENODEV;
+    }
+
+    memset(&a, 0, sizeof a);
+#define REQUIRE(field, name, alt) \
+    do { \
+        *(void **)&a.field = sym(h, name, alt); \
+        if (a.field == NULL && missing == NULL) \
+            missing = name; \
+    } while (0)
+    REQUIRE(init, "cuInit", NULL);
+    REQUIRE(ctx_get_current, "cuCtxGetCurrent", NULL);
+    REQUIRE(ctx_push, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+    REQUIRE(ctx_pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+    REQUIRE(ctx_get_device, "cuCtxGetDevice", NULL);
+    REQUIRE(event_create, "cuEventCreate", NULL);
+    REQUIRE(event_record, "cuEventRecord", NULL);
+    REQUIRE(event_query, "cuEventQuery", NULL);
+    /* CUDA 12.8 added cuEventElapsedTime_v2 (what cuda.h of 13 maps the name
+     * to); older drivers have only the original. Same signature. */
+    REQUIRE(event_elapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+    REQUIRE(event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
+#undef REQUIRE
+    *(void **)&a.stream_get_ctx = sym(h, "cuStreamGetCtx", NULL);
+    *(void **)&a.stream_create = sym(h, "cuStreamCreate", NULL);
+    *(void **)&a.stream_is_capturing = sym(h, "cuStreamIsCapturing", NULL);
+    *(void **)&a.get_error_name = sym(h, "cuGetErrorName", NULL);
+
+    if (missing != NULL) {
+        prof_log_once(&note_unavailable,
+                      "CUDA driver %s lacks %s; CUDA zones time the CPU side only", lib, missing);
+        dlclose(h);
+        return -ENODEV;
+    }
+    prof_cu = a;
+    rc = prof_cu.init(0);
+    if (rc != CU_SUCCESS) {
+        /* Keep the library loaded: unloading a driver is never worth it. */
+        prof_log_once(&note_unavailable, "cuInit failed (%s); CUDA zones time the CPU side only",
+                      cu_error_name(rc));
+        return -ENODEV;
+    }
+    return 0;
+}
