@@ -28,6 +28,7 @@
 #include "process.h"
 #include "ranks.h"
 #include "registry.h"
+#include "ring.h"
 #include "runtime.h"
 #include "stats.h"
 #include "trace.h"
@@ -210,17 +211,16 @@ static void take_record(struct prof_thread *t, const prof_record_ *r)
 
 static void drain(struct prof_thread *t)
 {
-    /* Acquire: records up to head were fully written by their thread. */
-    uint64_t head = __atomic_load_n(&t->hot.head, __ATOMIC_ACQUIRE);
-    uint64_t tail = t->hot.tail;
+    /* The ring's reader protocol (ring.h): records up to head were fully
+     * written by their thread; once released, the thread may reuse them. */
+    uint64_t tail, head = prof_ring_read(&t->hot, &tail);
     uint64_t lost;
 
     for (; tail != head; tail++)
-        take_record(t, &t->hot.ring[tail & t->hot.mask]);
-    /* Release: we are done reading these slots; the thread may reuse them. */
-    __atomic_store_n(&t->hot.tail, tail, __ATOMIC_RELEASE);
+        take_record(t, prof_ring_record(&t->hot, tail));
+    prof_ring_release(&t->hot, tail);
 
-    lost = __atomic_load_n(&t->hot.dropped, __ATOMIC_RELAXED);
+    lost = prof_ring_dropped(&t->hot);
     if (lost != t->dropped_seen) {
         prof_rt.dropped += lost - t->dropped_seen;
         prof_rt.dropped_window += lost - t->dropped_seen;

@@ -18,6 +18,7 @@
 #include "env.h"
 #include "log.h"
 #include "registry.h"
+#include "ring.h"
 #include "runtime.h"
 
 PROF_API __thread struct prof_thread_ *prof_thread_self_ __attribute__((tls_model("initial-exec")));
@@ -109,8 +110,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
         munmap(t, state_size());
         goto oom;
     }
-    t->hot.mask = cap - 1;
-    t->hot.half = cap / 2 - 1;
+    prof_ring_init(&t->hot, t->hot.ring, cap);
     t->hot.path = PROF_PATH_ROOT_;
     t->name = pending_name;
     t->tid = (uint32_t)syscall(SYS_gettid);
