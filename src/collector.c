@@ -24,6 +24,7 @@
 #include "collector.h"
 #include "cuda.h"
 #include "env.h"
+#include "fdio.h"
 #include "log.h"
 #include "process.h"
 #include "ranks.h"
@@ -300,35 +301,6 @@ void prof_collect_locked(void)
     prof_trace_flush();
 }
 
-/* Write a whole summary to fd without dying of SIGPIPE on a closed pipe. */
-static int write_summary(int fd, const char *p, size_t n)
-{
-    sigset_t pipe_set, old;
-    int err = 0;
-
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : EIO;
-            break;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
-        /* Consume the SIGPIPE we caused before unblocking it. */
-        struct timespec zero = {0, 0};
-        sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return -err;
-}
-
 /* Whether PROF_TRACE, expanded in this process, names the file at path:
  * the same string, or (where both exist) the same inode. */
 static int summary_is_trace(const char *path)
@@ -476,7 +448,7 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
     fd = summary_target();
     if (fd < 0 && summary_failed)
         fd = STDERR_FILENO;
-    if (fd < 0 || (err = write_summary(fd, p->text.data, p->text.len)) == 0)
+    if (fd < 0 || (err = prof_write_full(fd, p->text.data, p->text.len, NULL)) == 0)
         return;
     if (fd == STDERR_FILENO) {
         static int logged;
@@ -498,7 +470,7 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
         summary_fd = -1;
         summary_failed = 1;
     }
-    write_summary(STDERR_FILENO, p->text.data, p->text.len);
+    prof_write_full(STDERR_FILENO, p->text.data, p->text.len, NULL);
 }
 
 /* Write the queued summaries in order. The lock is released while each

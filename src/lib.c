@@ -11,6 +11,7 @@
 #include "collector.h"
 #include "cuda.h"
 #include "env.h"
+#include "fdio.h"
 #include "intern.h"
 #include "log.h"
 #include "nvtx.h"
@@ -591,22 +592,16 @@ PROF_API int prof_summary_print(FILE *f)
         /* A pipe whose reader has gone gives -EIO, not death by SIGPIPE
          * (docs/CONFIG.md): block it while writing, consume the one we
          * caused. */
-        sigset_t pipe_set, old;
+        sigset_t old;
         int saved = 0;
 
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+        prof_sigpipe_block(&old);
         errno = 0;
         if (fwrite(b.data, 1, b.len, f) != b.len || fflush(f) != 0) {
             saved = errno;
             err = -EIO;
         }
-        if (saved == EPIPE && !sigismember(&old, SIGPIPE)) {
-            struct timespec zero = {0, 0};
-            sigtimedwait(&pipe_set, NULL, &zero);
-        }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        prof_sigpipe_restore(&old, -saved);
     }
     prof_buf_free(&b);
     return err;

@@ -51,6 +51,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "env.h"
+#include "fdio.h"
 #include "gz.h"
 #include "json.h"
 #include "log.h"
@@ -162,36 +163,19 @@ static void common(const char *ph, uint32_t tid)
  * Called with wstate WRITING or ENDED held by the caller. */
 static void write_all(const char *p, size_t n)
 {
-    sigset_t pipe_set, old;
-    int err = 0;
+    size_t done;
+    int err = prof_write_full(fd, p, n, &done);
 
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : EIO;
-            prof_log("trace %s: write failed (%s); tracing is off from here, "
-                     "the summary goes on", path, w < 0 ? strerror(err) : "short write");
-            __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
-            __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
-            close(fd);
-            fd = -1;
-            state = OFF;
-            break;
-        }
-        p += w;
-        n -= (size_t)w;
-        written += (uint64_t)w;
+    written += (uint64_t)done;
+    if (err != 0) {
+        prof_log("trace %s: write failed (%s); tracing is off from here, "
+                 "the summary goes on", path, strerror(-err));
+        __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+        close(fd);
+        fd = -1;
+        state = OFF;
     }
-    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
-        struct timespec zero = {0, 0};
-        sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Write one batch of JSON text (compressed for gz), holding WRITING. */
