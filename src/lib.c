@@ -264,8 +264,12 @@ PROF_API int prof_enable(int on)
      * restarts the collector. */
     if (prof_rt.started && !prof_rt.fork_pending)
         err = prof_collector_start_locked();
-    if (err == 0)
+    if (err == 0) {
+        /* Before any zone can attach a thread: the registry starts the
+         * runtime through this, never by calling up into lib.c. */
+        prof_registry_set_start(prof_runtime_ready);
         __atomic_store_n(&prof_on_, on_value(), __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&prof_rt.lock);
     pthread_mutex_unlock(&control_lock);
     return err;
@@ -371,18 +375,8 @@ PROF_API int prof_thread_name(const char *name)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The out-of-line copies of the fast path (FFI) and its hooked variant. */
-
-PROF_API prof_zone prof_zone_begin(const char *name)
-{
-    return prof_zone_begin_inline_(name);
-}
-
-PROF_API void prof_zone_end(prof_zone *zone)
-{
-    if (zone != NULL)
-        prof_zone_end_inline_(zone);
-}
+/* The fast path's hooked variant (its out-of-line copies for FFI,
+ * prof_zone_begin and prof_zone_end, are in zone.c). */
 
 /* The out-of-line zone path: with PROF_NVTX=1 every zone also pushes and
  * pops an NVTX range, and without a trusted CPU counter zones read the

@@ -42,6 +42,11 @@ uint64_t prof_zones_late;
  * moved into prof_threads under the runtime lock. */
 static struct prof_thread *incoming;
 
+/* What gets the runtime running before a thread attaches: installed by
+ * the API layer (lib.c), which sits above the registry, so the registry
+ * never calls up into it. NULL until then: no thread attaches. */
+static int (*start_hook)(void);
+
 static pthread_key_t exit_key;
 static int key_ok;
 static int oom_logged;
@@ -82,9 +87,15 @@ static size_t state_size(void)
     return (sizeof(struct prof_thread) + 4095) & ~(size_t)4095;
 }
 
+void prof_registry_set_start(int (*start)(void))
+{
+    __atomic_store_n(&start_hook, start, __ATOMIC_RELEASE);
+}
+
 PROF_API struct prof_thread_ *prof_thread_attach_(void)
 {
     struct prof_thread *t;
+    int (*start)(void);
     uint64_t cap;
 
     if (attach_state != 0) {
@@ -93,7 +104,9 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
         return NULL;
     }
     attach_state = 1;
-    if (prof_runtime_ready() != 0)
+    /* Acquire: pairs with the release in prof_registry_set_start. */
+    start = __atomic_load_n(&start_hook, __ATOMIC_ACQUIRE);
+    if (start == NULL || start() != 0)
         goto fail;
     cap = prof_config_get()->buffer;
     /* Mapped, not malloc'd: attaching may happen on a thread's first zone
