@@ -24,10 +24,12 @@
 #include "collector.h"
 #include "cuda.h"
 #include "env.h"
+#include "fdio.h"
 #include "log.h"
 #include "process.h"
 #include "ranks.h"
 #include "registry.h"
+#include "ring.h"
 #include "runtime.h"
 #include "stats.h"
 #include "trace.h"
@@ -210,17 +212,16 @@ static void take_record(struct prof_thread *t, const prof_record_ *r)
 
 static void drain(struct prof_thread *t)
 {
-    /* Acquire: records up to head were fully written by their thread. */
-    uint64_t head = __atomic_load_n(&t->hot.head, __ATOMIC_ACQUIRE);
-    uint64_t tail = t->hot.tail;
+    /* The ring's reader protocol (ring.h): records up to head were fully
+     * written by their thread; once released, the thread may reuse them. */
+    uint64_t tail, head = prof_ring_read(&t->hot, &tail);
     uint64_t lost;
 
     for (; tail != head; tail++)
-        take_record(t, &t->hot.ring[tail & t->hot.mask]);
-    /* Release: we are done reading these slots; the thread may reuse them. */
-    __atomic_store_n(&t->hot.tail, tail, __ATOMIC_RELEASE);
+        take_record(t, prof_ring_record(&t->hot, tail));
+    prof_ring_release(&t->hot, tail);
 
-    lost = __atomic_load_n(&t->hot.dropped, __ATOMIC_RELAXED);
+    lost = prof_ring_dropped(&t->hot);
     if (lost != t->dropped_seen) {
         prof_rt.dropped += lost - t->dropped_seen;
         prof_rt.dropped_window += lost - t->dropped_seen;
@@ -298,35 +299,6 @@ void prof_collect_locked(void)
     if (prof_trace_active())
         prof_trace_dropped(prof_clock_now_ns(), prof_rt.dropped);
     prof_trace_flush();
-}
-
-/* Write a whole summary to fd without dying of SIGPIPE on a closed pipe. */
-static int write_summary(int fd, const char *p, size_t n)
-{
-    sigset_t pipe_set, old;
-    int err = 0;
-
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : EIO;
-            break;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
-        /* Consume the SIGPIPE we caused before unblocking it. */
-        struct timespec zero = {0, 0};
-        sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return -err;
 }
 
 /* Whether PROF_TRACE, expanded in this process, names the file at path:
@@ -476,7 +448,7 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
     fd = summary_target();
     if (fd < 0 && summary_failed)
         fd = STDERR_FILENO;
-    if (fd < 0 || (err = write_summary(fd, p->text.data, p->text.len)) == 0)
+    if (fd < 0 || (err = prof_write_full(fd, p->text.data, p->text.len, NULL)) == 0)
         return;
     if (fd == STDERR_FILENO) {
         static int logged;
@@ -498,7 +470,7 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
         summary_fd = -1;
         summary_failed = 1;
     }
-    write_summary(STDERR_FILENO, p->text.data, p->text.len);
+    prof_write_full(STDERR_FILENO, p->text.data, p->text.len, NULL);
 }
 
 /* Write the queued summaries in order. The lock is released while each

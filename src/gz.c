@@ -1,6 +1,6 @@
 /* gz.c - gzip through a zlib found at run time.
  *
- * Like the CUDA driver (cuda.c), zlib is dlopen'd on first use: libz.so.1,
+ * Like the CUDA driver (cuda_driver.c), zlib is dlopen'd on first use: libz.so.1,
  * or the path in PROF_ZLIB_LIB (tests point it at a missing file to see the
  * fallback). zlib.h is not needed to build: the few functions used are
  * declared here with zlib's stable ABI (z_stream's layout has not changed

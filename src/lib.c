@@ -11,6 +11,7 @@
 #include "collector.h"
 #include "cuda.h"
 #include "env.h"
+#include "fdio.h"
 #include "intern.h"
 #include "log.h"
 #include "nvtx.h"
@@ -267,8 +268,12 @@ PROF_API int prof_enable(int on)
      * restarts the collector. */
     if (prof_rt.started && !prof_rt.fork_pending)
         err = prof_collector_start_locked();
-    if (err == 0)
+    if (err == 0) {
+        /* Before any zone can attach a thread: the registry starts the
+         * runtime through this, never by calling up into lib.c. */
+        prof_registry_set_start(prof_runtime_ready);
         __atomic_store_n(&prof_on_, on_value(), __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&prof_rt.lock);
     pthread_mutex_unlock(&control_lock);
     return err;
@@ -374,18 +379,8 @@ PROF_API int prof_thread_name(const char *name)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The out-of-line copies of the fast path (FFI) and its hooked variant. */
-
-PROF_API prof_zone prof_zone_begin(const char *name)
-{
-    return prof_zone_begin_inline_(name);
-}
-
-PROF_API void prof_zone_end(prof_zone *zone)
-{
-    if (zone != NULL)
-        prof_zone_end_inline_(zone);
-}
+/* The fast path's hooked variant (its out-of-line copies for FFI,
+ * prof_zone_begin and prof_zone_end, are in zone.c). */
 
 /* The out-of-line zone path: with PROF_NVTX=1 every zone also pushes and
  * pops an NVTX range, and without a trusted CPU counter zones read the
@@ -602,22 +597,16 @@ PROF_API int prof_summary_print(FILE *f)
         /* A pipe whose reader has gone gives -EIO, not death by SIGPIPE
          * (docs/CONFIG.md): block it while writing, consume the one we
          * caused. */
-        sigset_t pipe_set, old;
+        sigset_t old;
         int saved = 0;
 
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+        prof_sigpipe_block(&old);
         errno = 0;
         if (fwrite(b.data, 1, b.len, f) != b.len || fflush(f) != 0) {
             saved = errno;
             err = -EIO;
         }
-        if (saved == EPIPE && !sigismember(&old, SIGPIPE)) {
-            struct timespec zero = {0, 0};
-            sigtimedwait(&pipe_set, NULL, &zero);
-        }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        prof_sigpipe_restore(&old, -saved);
     }
     prof_buf_free(&b);
     return err;

@@ -18,6 +18,7 @@
 #include "env.h"
 #include "log.h"
 #include "registry.h"
+#include "ring.h"
 #include "runtime.h"
 
 PROF_API __thread struct prof_thread_ *prof_thread_self_ __attribute__((tls_model("initial-exec")));
@@ -40,6 +41,11 @@ uint64_t prof_zones_late;
  * lock (so that attaching takes no lock an interrupted thread could hold),
  * moved into prof_threads under the runtime lock. */
 static struct prof_thread *incoming;
+
+/* What gets the runtime running before a thread attaches: installed by
+ * the API layer (lib.c), which sits above the registry, so the registry
+ * never calls up into it. NULL until then: no thread attaches. */
+static int (*start_hook)(void);
 
 static pthread_key_t exit_key;
 static int key_ok;
@@ -81,9 +87,15 @@ static size_t state_size(void)
     return (sizeof(struct prof_thread) + 4095) & ~(size_t)4095;
 }
 
+void prof_registry_set_start(int (*start)(void))
+{
+    __atomic_store_n(&start_hook, start, __ATOMIC_RELEASE);
+}
+
 PROF_API struct prof_thread_ *prof_thread_attach_(void)
 {
     struct prof_thread *t;
+    int (*start)(void);
     uint64_t cap;
 
     if (attach_state != 0) {
@@ -92,7 +104,9 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
         return NULL;
     }
     attach_state = 1;
-    if (prof_runtime_ready() != 0)
+    /* Acquire: pairs with the release in prof_registry_set_start. */
+    start = __atomic_load_n(&start_hook, __ATOMIC_ACQUIRE);
+    if (start == NULL || start() != 0)
         goto fail;
     cap = prof_config_get()->buffer;
     /* Mapped, not malloc'd: attaching may happen on a thread's first zone
@@ -109,8 +123,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
         munmap(t, state_size());
         goto oom;
     }
-    t->hot.mask = cap - 1;
-    t->hot.half = cap / 2 - 1;
+    prof_ring_init(&t->hot, t->hot.ring, cap);
     t->hot.path = PROF_PATH_ROOT_;
     t->name = pending_name;
     t->tid = (uint32_t)syscall(SYS_gettid);

@@ -48,6 +48,13 @@ void prof_registry_splice_locked(void);
 /* Create the thread-exit key (runtime start, before any thread attaches). */
 void prof_registry_init(void);
 
+/* Install what a thread's first zone calls before it attaches: start()
+ * returns 0 once the runtime and its collector run (starting them if need
+ * be), else nonzero, and the zone is then not recorded (the next one tries
+ * again). The API layer (lib.c) installs it before it first switches
+ * recording on; until then no thread attaches. Any thread. */
+void prof_registry_set_start(int (*start)(void));
+
 /* A zone of owner's at this depth was ended on another thread: if owner
  * still lives and the zone still holds that level, tell owner the level is
  * free. Any thread; takes the runtime lock (trylock). */

@@ -13,12 +13,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "gz.h"
 #include "log.h"
 #include "trace_out.h"
@@ -121,42 +121,25 @@ int prof_trace_out_open(char *p)
     return 0;
 }
 
-/* Application threads write here too (a full queue, shutdown): a FIFO
- * whose reader has gone must give EPIPE, not SIGPIPE, so SIGPIPE is
- * blocked while writing and the one we caused is consumed. Called with
- * WRITING or ENDED held. On failure the file is closed and tracing stops. */
+/* Called with WRITING or ENDED held, on the collector or an application
+ * thread (prof_flush, a full queue, shutdown); prof_write_full keeps a
+ * FIFO whose reader has gone from raising SIGPIPE. On failure the file is
+ * closed and tracing stops. */
 static void write_all(const char *p, size_t n)
 {
-    sigset_t pipe_set, old;
-    int err = 0;
+    size_t done;
+    int err = prof_write_full(fd, p, n, &done);
 
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : EIO;
-            prof_log("trace %s: write failed (%s); tracing is off from here, "
-                     "the summary goes on", path, w < 0 ? strerror(err) : "short write");
-            __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
-            __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
-            close(fd);
-            fd = -1;
-            __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
-            break;
-        }
-        p += w;
-        n -= (size_t)w;
-        __atomic_add_fetch(&written, (uint64_t)w, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&written, (uint64_t)done, __ATOMIC_RELAXED);
+    if (err != 0) {
+        prof_log("trace %s: write failed (%s); tracing is off from here, "
+                 "the summary goes on", path, strerror(-err));
+        __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+        close(fd);
+        fd = -1;
+        __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
     }
-    if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
-        struct timespec zero = {0, 0};
-        sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Write one batch (compressed for gz), holding WRITING. The first batch

@@ -162,6 +162,22 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     z->start = 0;
 }
 
+/* The out-of-line copies of the inline fast path, for FFI (Cython, ctypes)
+ * and for the parts of the runtime that begin zones of their own (cuda.c).
+ * Here rather than in lib.c, so that those parts call nothing lib.c
+ * defines. (With PROF_ON_HOOKS_ set, the inline path they copy still goes
+ * on to lib.c's hooked variant, as it does from any caller of prof.h.) */
+PROF_API prof_zone prof_zone_begin(const char *name)
+{
+    return prof_zone_begin_inline_(name);
+}
+
+PROF_API void prof_zone_end(prof_zone *zone)
+{
+    if (zone != NULL)
+        prof_zone_end_inline_(zone);
+}
+
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
 {
     /* Acquire: the collector finished reading the slots it gave back. */

@@ -1,6 +1,8 @@
-/* ring.c - the per-thread ring of prof.h on its own (no runtime): a
- * producer that pushes with prof_ring_push_() and a consumer that reads like
- * the collector's drain() (acquire head, read the slots, release tail).
+/* ring.c - the per-thread ring on its own (no runtime): a producer that
+ * pushes with prof.h's prof_ring_push_() and a consumer that reads with
+ * src/ring.h, the reader the collector's drain() uses (prof_ring_read,
+ * prof_ring_record, prof_ring_release, prof_ring_dropped), on a ring set
+ * up by prof_ring_init as registry.c sets up a thread's.
  *
  *   wrap:   small capacity, indices run many times around it; every record
  *           comes out once, in order, intact.
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "ring.h"
 
 static const char *const names[4] = {"a", "b", "c", "d"};
 
@@ -23,9 +26,8 @@ static struct prof_thread_ *ring_new(uint64_t cap)
 
     CHECK(t != NULL);
     memset(t, 0, sizeof *t);
-    t->ring = calloc(cap, sizeof(prof_record_));
+    prof_ring_init(t, calloc(cap, sizeof(prof_record_)), cap);
     CHECK(t->ring != NULL);
-    t->mask = cap - 1;
     return t;
 }
 
@@ -54,11 +56,10 @@ static void check_record(const prof_record_ *r, uint64_t seq)
 /* Consume every published record; returns how many. */
 static uint64_t drain(struct prof_thread_ *t, uint64_t *next_seq, int exact)
 {
-    uint64_t head = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
-    uint64_t tail = t->tail, n = 0;
+    uint64_t tail, head = prof_ring_read(t, &tail), n = 0;
 
     for (; tail != head; tail++, n++) {
-        const prof_record_ *r = &t->ring[tail & t->mask];
+        const prof_record_ *r = prof_ring_record(t, tail);
         if (exact) {
             check_record(r, *next_seq);
         } else {
@@ -69,7 +70,7 @@ static uint64_t drain(struct prof_thread_ *t, uint64_t *next_seq, int exact)
         }
         *next_seq = r->start + 1;
     }
-    __atomic_store_n(&t->tail, tail, __ATOMIC_RELEASE);
+    prof_ring_release(t, tail);
     return n;
 }
 
@@ -88,7 +89,7 @@ static void test_wrap(void)
     CHECK_EQ_U64(got, seq - 1);
     CHECK_EQ_U64(t->head, seq - 1);         /* free-running: far past the capacity */
     CHECK_GT(t->head, 1000 * 16);
-    CHECK_EQ_U64(t->dropped, 0);
+    CHECK_EQ_U64(prof_ring_dropped(t), 0);
     ring_free(t);
 }
 
@@ -98,24 +99,24 @@ static void test_full(void)
 
     for (uint64_t s = 1; s <= 16; s++)
         push_seq(t, s);
-    CHECK_EQ_U64(t->dropped, 0);
+    CHECK_EQ_U64(prof_ring_dropped(t), 0);
     for (uint64_t s = 17; s <= 26; s++)     /* 10 more: all refused */
         push_seq(t, s);
-    CHECK_EQ_U64(t->dropped, 10);
+    CHECK_EQ_U64(prof_ring_dropped(t), 10);
     CHECK_EQ_U64(t->head, 16);
     /* The kept records are the first 16, untouched by the refused ones. */
     for (uint64_t s = 1; s <= 16; s++)
-        check_record(&t->ring[(s - 1) & t->mask], s);
+        check_record(prof_ring_record(t, s - 1), s);
 
     /* Hand back 5 slots: exactly 5 more fit. */
-    t->tail = 5;
+    prof_ring_release(t, 5);
     for (uint64_t s = 27; s <= 32; s++)
         push_seq(t, s);
     CHECK_EQ_U64(t->head, 21);
-    CHECK_EQ_U64(t->dropped, 11);
+    CHECK_EQ_U64(prof_ring_dropped(t), 11);
     /* Wrapped: slots 0..4 now hold 27..31. */
     for (uint64_t s = 0; s < 5; s++)
-        check_record(&t->ring[s], 27 + s);
+        check_record(prof_ring_record(t, 16 + s), 27 + s);
     ring_free(t);
 }
 
@@ -152,12 +153,12 @@ static void test_stress(uint64_t cap, uint64_t n, int exact)
         push_seq(s.t, seq);
     __atomic_store_n(&s.producer_done, 1, __ATOMIC_RELEASE);
     CHECK_EQ(pthread_join(c, NULL), 0);
-    CHECK_EQ_U64(s.received + s.t->dropped, n);
+    CHECK_EQ_U64(s.received + prof_ring_dropped(s.t), n);
     CHECK_EQ_U64(s.received, s.t->head);
     if (exact)
-        CHECK_EQ_U64(s.t->dropped, 0);
+        CHECK_EQ_U64(prof_ring_dropped(s.t), 0);
     fprintf(stderr, "stress cap %" PRIu64 ": %" PRIu64 " pushed, %" PRIu64 " received, %" PRIu64
-            " dropped\n", cap, n, s.received, s.t->dropped);
+            " dropped\n", cap, n, s.received, prof_ring_dropped(s.t));
     ring_free(s.t);
 }
 
