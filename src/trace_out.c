@@ -27,6 +27,10 @@
 #define END_TEXT "\n]\n"
 /* Queued JSON past which the formatter writes itself: 16 batches. */
 #define QUEUE_MAX (4u << 20)
+/* Written batches kept for their memory: as many as the queue holds, so a
+ * steady run allocates none (a fresh 256 KB buffer is a fresh mapping,
+ * page faults and all). */
+#define SPARES_MAX 16
 
 enum { W_CLOSED, W_OPEN, W_WRITING, W_ENDED };   /* wstate: who may write */
 
@@ -53,7 +57,8 @@ static size_t end_len;
 /* The queue (queue_lock held). */
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct batch *head, **tail = &head;
-static struct batch *spare;      /* one written batch kept for its memory */
+static struct batch *spare;      /* written batches kept for their memory */
+static unsigned nspare;
 static size_t queued;            /* JSON bytes in the queue */
 
 /* Read by the formatter (atomics). */
@@ -183,8 +188,10 @@ void prof_trace_out_queue(struct prof_buf *b)
     if (b->len == 0)
         return;
     pthread_mutex_lock(&queue_lock);
-    q = spare;
-    spare = NULL;
+    if ((q = spare) != NULL) {
+        spare = q->next;
+        nspare--;
+    }
     pthread_mutex_unlock(&queue_lock);
     if (q == NULL && (q = calloc(1, sizeof *q)) == NULL) {
         /* No memory for the queue: write what is queued and this batch
@@ -237,8 +244,10 @@ void prof_trace_out_write(void)
         __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
         q->text.len = 0;
         pthread_mutex_lock(&queue_lock);
-        if (spare == NULL) {
+        if (nspare < SPARES_MAX) {
+            q->next = spare;
             spare = q;
+            nspare++;
             q = NULL;
         }
         pthread_mutex_unlock(&queue_lock);
@@ -323,6 +332,7 @@ void prof_trace_out_abandon(void)
 void prof_trace_out_close(void)
 {
     int expect = W_OPEN;
+    struct batch *q;
 
     prof_trace_out_write();
     pthread_mutex_lock(&write_lock);
@@ -353,11 +363,12 @@ void prof_trace_out_close(void)
     __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&write_lock);
     pthread_mutex_lock(&queue_lock);
-    if (spare != NULL) {
-        prof_buf_free(&spare->text);
-        free(spare);
-        spare = NULL;
+    while ((q = spare) != NULL) {
+        spare = q->next;
+        prof_buf_free(&q->text);
+        free(q);
     }
+    nspare = 0;
     pthread_mutex_unlock(&queue_lock);
 }
 
@@ -412,10 +423,14 @@ void prof_trace_out_forget(void)
     gz = NULL;
     memset(&zbuf, 0, sizeof zbuf);
     in_write = 0;
+    /* The parent's batches become this process's spares, unwritten and
+     * untouched: freeing them would copy every page (fork shares them). */
     for (q = head; q != NULL; q = next) {
         next = q->next;
-        prof_buf_free(&q->text);
-        free(q);
+        q->text.len = 0;
+        q->next = spare;
+        spare = q;
+        nspare++;
     }
     head = NULL;
     tail = &head;
