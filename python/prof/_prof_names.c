@@ -110,10 +110,19 @@ static ZoneObject *zone_for(PyObject *name, int *owned)
     if (interned == NULL)
         return NULL;
     /* A str subclass is cached under an exact copy, so its own __hash__ /
-     * __eq__ never run on the fast path. */
+     * __eq__ never run on the fast path; that copy may be cached already,
+     * and replacing its entry would free a Zone that recent[] and callers
+     * still hold. */
     key = PyUnicode_CheckExact(name) ? Py_NewRef(name) : PyUnicode_FromObject(name);
     if (key == NULL)
         return NULL;
+    if (!PyUnicode_CheckExact(name)) {
+        z = (ZoneObject *)PyDict_GetItemWithError(zone_cache, key);
+        if (z != NULL || PyErr_Occurred()) {
+            Py_DECREF(key);
+            return z;
+        }
+    }
     z = PyObject_New(ZoneObject, &Zone_Type);
     if (z == NULL) {
         Py_DECREF(key);

@@ -2,6 +2,8 @@
 cuda_zone without a GPU."""
 import json
 
+import sys
+
 import pytest
 
 import prof
@@ -73,6 +75,25 @@ def test_str_subclass_name():
     with prof.zone(S("subclassed")):
         pass
     assert prof.stats("subclassed")["count"] == 1
+
+
+def test_str_subclass_after_plain_name_keeps_the_zone():
+    # A subclass of a name already cached must find the cached Zone, not
+    # replace it (which freed the Zone that the next prof.zone(name) of the
+    # plain str returned: another stage's zone, or freed memory).
+    class S(str):
+        pass
+
+    name = "subclass_after_" + str(len(sys.argv) + 12344)   # one str object
+    first = id(prof.zone(name))
+    prof.zone(name)                       # now in the by-address table
+    assert prof.zone(S(name)) is prof.zone(name)
+    others = [prof.zone("subclass_other_%d" % i) for i in range(1000)]
+    z = prof.zone(name)
+    assert id(z) == first and repr(z) == repr(prof.zone(S(name))), (repr(z), len(others))
+    with z:
+        pass
+    assert prof.stats(name)["count"] == 1
 
 
 def test_bad_counter_values_and_arity():
