@@ -115,7 +115,8 @@ PROF_API const char *prof_intern(const char *s);
 /* Results                                                                   */
 
 /* Wait until the collector has taken in every zone that ended (on any
- * thread) before this call. Returns 0; -ESRCH when recording never started;
+ * thread) before this call, and the trace file (PROF_TRACE) holds them.
+ * Returns 0; -ESRCH when recording never started;
  * -EDEADLK when called from the collector itself (a logger callback). */
 PROF_API int prof_flush(void);
 
