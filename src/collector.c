@@ -549,10 +549,23 @@ void prof_collector_atfork_child(void)
 
 void prof_final_report_locked(void)
 {
+    uint64_t deadline;
     size_t incomplete;
 
     prof_collect_locked();
-    incomplete = prof_cuda_finish(gpu_sink, NULL, 2000);
+    /* GPU zones still running get 2 s, waited for with the lock released
+     * (threads that still record or flush go on meanwhile). */
+    for (deadline = prof_clock_now_ns() + 2000000000u;;) {
+        struct timespec ms = {0, 1000000};
+
+        prof_cuda_poll(gpu_sink, NULL);
+        if (!prof_cuda_waiting() || prof_clock_now_ns() >= deadline)
+            break;
+        pthread_mutex_unlock(&prof_rt.lock);
+        nanosleep(&ms, NULL);
+        pthread_mutex_lock(&prof_rt.lock);
+    }
+    incomplete = prof_cuda_abandon();
     if (incomplete)
         prof_log("%zu GPU zones had not completed 2 s after shutdown began; they are not counted",
                  incomplete);

@@ -23,9 +23,12 @@ void prof_cuda_submit(const prof_record_ *r);
 /* Collector: deliver every pending zone whose events completed. */
 void prof_cuda_poll(prof_gpu_sink sink, void *ctx);
 
-/* Shutdown: wait up to timeout_ms for pending zones, deliver them, release
- * the rest; returns how many were still incomplete (the caller reports). */
-size_t prof_cuda_finish(prof_gpu_sink sink, void *ctx, unsigned timeout_ms);
+/* Shutdown: the caller polls while prof_cuda_waiting() (zones pending and
+ * the driver still there), sleeping between polls with its lock released,
+ * then releases the rest with prof_cuda_abandon(), which returns how many
+ * were still incomplete (the caller reports). */
+int prof_cuda_waiting(void);
+size_t prof_cuda_abandon(void);
 
 /* After fork, in the child: forget pending zones and pools (the child has
  * no CUDA context of its own). */

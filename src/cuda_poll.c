@@ -367,21 +367,16 @@ void prof_cuda_poll(prof_gpu_sink sink, void *ctx)
         prof_log_once(&note_deinit, "the CUDA driver shut down with %zu GPU zones pending", npending);
 }
 
-size_t prof_cuda_finish(prof_gpu_sink sink, void *ctx, unsigned timeout_ms)
+int prof_cuda_waiting(void)
 {
-    uint64_t deadline = prof_clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    return npending > 0 && !driver_gone;
+}
+
+size_t prof_cuda_abandon(void)
+{
     unsigned n = __atomic_load_n(&prof_cuda_npools, __ATOMIC_ACQUIRE), i;
-    size_t left;
+    size_t left = npending;
 
-    for (;;) {
-        struct timespec ts = {0, 1000000};
-
-        prof_cuda_poll(sink, ctx);
-        if (npending == 0 || driver_gone || prof_clock_now_ns() >= deadline)
-            break;
-        nanosleep(&ts, NULL);
-    }
-    left = npending;
     /* Let the rest go. Their events may still complete on the GPU; the
      * driver frees them then. */
     for (i = 0; i < n && left > 0; i++) {
