@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "hist.h"
+#include "slab.h"
 
 static unsigned group_of(uint64_t v)
 {
@@ -27,10 +28,13 @@ static uint64_t bucket_width(unsigned g)
     return g == 0 ? 1 : (uint64_t)1 << (g - 1);
 }
 
+/* Groups come from a slab (slab.h): every stage's first zone makes two. */
+static struct prof_slab groups = PROF_SLAB_INIT(PROF_HIST_SUB * sizeof(uint64_t));
+
 static uint64_t *group_get(struct prof_hist *h, unsigned g)
 {
     if (h->group[g] == NULL)
-        h->group[g] = calloc(PROF_HIST_SUB, sizeof(uint64_t));
+        h->group[g] = prof_slab_alloc(&groups);
     return h->group[g];
 }
 
@@ -97,7 +101,7 @@ int prof_hist_merge(struct prof_hist *dst, const struct prof_hist *src)
 void prof_hist_clear(struct prof_hist *h)
 {
     for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
-        free(h->group[g]);
+        prof_slab_free(&groups, h->group[g]);
         h->group[g] = NULL;
     }
     h->count = 0;

@@ -453,7 +453,6 @@ PROF_API int prof_flush(void)
 
 PROF_API int prof_stats(const char *name, prof_stage_stats *out)
 {
-    struct prof_rows rows;
     struct prof_stage *s;
     int err;
 
@@ -462,9 +461,9 @@ PROF_API int prof_stats(const char *name, prof_stage_stats *out)
     if ((err = lock_flushed()) != 0)
         return err;
     err = -ENOENT;
-    if ((s = prof_stats_find(name)) != NULL && prof_stats_rows(&rows, 0, 0) == 0) {
+    if ((s = prof_stats_find(name)) != NULL) {
+        prof_stats_tree();
         prof_stats_fill(s, 0, prof_clock_now_ns() - prof_rt.start_ns, out);
-        prof_rows_free(&rows);
         err = s->run.count ? 0 : -ENOENT;
     }
     pthread_mutex_unlock(&prof_rt.lock);

@@ -25,6 +25,7 @@
 #include "registry.h"
 #include "runtime.h"
 #include "site.h"
+#include "slab.h"
 #include "stats.h"
 
 struct node {
@@ -41,6 +42,8 @@ static struct prof_map nodes;       /* path hash -> node */
 static struct prof_map counters;    /* interned name -> counter */
 static struct prof_map marks;       /* interned name -> mark */
 static struct prof_map gpu_by_raw;  /* raw name pointer -> GPU stage */
+static struct prof_slab stage_slab = PROF_SLAB_INIT(sizeof(struct prof_stage));
+static struct prof_slab node_slab = PROF_SLAB_INIT(sizeof(struct node));
 
 /* A call site's stage is its name's: the sites of one name share it. */
 static const char *canonical(const char *raw)
@@ -72,14 +75,14 @@ static void acc_clear(struct prof_acc *a)
 
 static struct prof_stage *stage_create(const char *name, uint32_t flags)
 {
-    struct prof_stage *s = calloc(1, sizeof *s);
+    struct prof_stage *s = prof_slab_alloc(&stage_slab);
 
     if (s == NULL)
         return NULL;
     s->name = name;
     s->flags = flags;
     if (prof_map_put(&by_name, (uintptr_t)name, s) != 0) {
-        free(s);
+        prof_slab_free(&stage_slab, s);
         return NULL;
     }
     return s;
@@ -122,12 +125,12 @@ static struct node *node_get(uint32_t hash, uint32_t parent, struct prof_stage *
     struct node *n = prof_map_get(&nodes, hash);
 
     if (n == NULL) {
-        if ((n = calloc(1, sizeof *n)) == NULL)
+        if ((n = prof_slab_alloc(&node_slab)) == NULL)
             return NULL;
         n->parent = parent;
         n->stage = s;
         if (prof_map_put(&nodes, hash, n) != 0) {
-            free(n);
+            prof_slab_free(&node_slab, n);
             return NULL;
         }
     }
@@ -316,7 +319,7 @@ static int node_recursive(const struct node *n)
     return 0;
 }
 
-static void build_tree(void)
+void prof_stats_tree(void)
 {
     for (size_t i = 0; i < by_name.cap; i++) {
         struct prof_stage *s = by_name.values[i];
@@ -428,13 +431,54 @@ static void **collect(const struct prof_map *m, size_t *n)
     return v;
 }
 
+/* Sift heap[i] down a heap whose root is the stage that sorts last. */
+static void heap_down(struct prof_stage **heap, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        struct prof_stage *t;
+
+        if (l < n && cmp_stage(&heap[l], &heap[m]) > 0)
+            m = l;
+        if (l + 1 < n && cmp_stage(&heap[l + 1], &heap[m]) > 0)
+            m = l + 1;
+        if (m == i)
+            return;
+        t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+/* Mark the k stages of all[0..n) that sort first (and their ancestors)
+ * in_rows, without sorting all n: a table of a million stages shows 60. */
+static void mark_heaviest(struct prof_stage **all, size_t n, size_t k)
+{
+    struct prof_stage **heap = all;     /* the first k slots, as a heap */
+
+    for (size_t i = k / 2; i-- > 0;)
+        heap_down(heap, k, i);
+    for (size_t i = k; i < n; i++) {
+        if (cmp_stage(&all[i], &heap[0]) < 0) {
+            struct prof_stage *t = heap[0];
+            heap[0] = all[i];
+            all[i] = t;
+            heap_down(heap, k, 0);
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        for (struct prof_stage *s = heap[i]; s != NULL && !s->in_rows; s = s->parent)
+            s->in_rows = 1;
+}
+
 int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
 {
     struct prof_stage **all;
     size_t n, keep;
 
     memset(r, 0, sizeof *r);
-    build_tree();
+    prof_stats_tree();
     all = (struct prof_stage **)collect(&by_name, &n);
     r->rows = malloc((n ? n : 1) * sizeof *r->rows);
     r->counters = (struct prof_counter **)collect(&counters, &r->ncounters);
@@ -446,23 +490,28 @@ int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
     }
     r->nstages = n;
     window_sort = window;
-    qsort(all, n, sizeof *all, cmp_stage);
     qsort(r->counters, r->ncounters, sizeof *r->counters, cmp_counter);
     qsort(r->marks, r->nmarks, sizeof *r->marks, cmp_mark);
 
-    /* Keep the heaviest max_rows stages and their ancestors; fold the rest. */
-    keep = (max_rows == 0 || n <= max_rows) ? n : max_rows;
-    for (size_t i = 0; i < n; i++) {
-        if (i < keep)
-            for (struct prof_stage *s = all[i]; s != NULL && !s->in_rows; s = s->parent)
-                s->in_rows = 1;
+    /* Keep the heaviest max_rows stages and their ancestors; fold the rest
+     * (counted, and left out of the sort). */
+    if (max_rows == 0 || n <= max_rows) {
+        for (size_t i = 0; i < n; i++)
+            all[i]->in_rows = 1;
+    } else {
+        mark_heaviest(all, n, max_rows);
     }
+    keep = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!all[i]->in_rows) {
+        if (all[i]->in_rows) {
+            all[keep++] = all[i];
+        } else {
             r->folded++;
             r->folded_total += window ? all[i]->win.total : all[i]->run.total;
         }
     }
+    n = keep;
+    qsort(all, n, sizeof *all, cmp_stage);
     /* Link children in reverse sorted order so each list ends up sorted. */
     for (size_t i = n; i-- > 0;) {
         struct prof_stage *s = all[i];
@@ -597,7 +646,12 @@ static void stage_free(void *p)
     acc_clear(&s->run);
     acc_clear(&s->win);
     free(s->json_name);
-    free(s);
+    prof_slab_free(&stage_slab, s);
+}
+
+static void node_free(void *n)
+{
+    prof_slab_free(&node_slab, n);
 }
 
 void prof_stats_reset(void)
@@ -608,7 +662,7 @@ void prof_stats_reset(void)
     last_len = last_cap = 0;
     last_valid = 0;
     free_values(&by_name, stage_free);
-    free_values(&nodes, free);
+    free_values(&nodes, node_free);
     free_values(&counters, free);
     free_values(&marks, free);
     prof_map_clear(&by_raw);

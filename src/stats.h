@@ -86,6 +86,10 @@ struct prof_rows {
     size_t nstages;
 };
 
+/* Build the tree only: each stage's parent and outer time, what
+ * prof_stats_fill reads (no sort: cheap enough for one stage's lookup). */
+void prof_stats_tree(void);
+
 /* Build the tree (placing children of zones still running through the live
  * stacks of the registry) and the rows. max_rows 0 = all. window selects
  * which numbers order the rows. Returns 0 or -ENOMEM. */

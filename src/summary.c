@@ -244,7 +244,9 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         prof_hist_foreach(&a->hist, hist_bucket, &hc);
         prof_buf_puts(b, "]}");
     }
-    prof_buf_puts(b, "],\"counters\":[");
+    prof_buf_printf(b, "],\"folded_stages\":%zu,\"folded_total_ns\":%llu", r->folded,
+                    (unsigned long long)r->folded_total);
+    prof_buf_puts(b, ",\"counters\":[");
     for (size_t i = 0; i < r->ncounters; i++) {
         const struct prof_counter_acc *a = v->window ? &r->counters[i]->win : &r->counters[i]->run;
         prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
@@ -303,14 +305,15 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
                         (unsigned long long)step,
                         (unsigned long long)run.wall_ns, (unsigned long long)prof_threads_seen,
                         (unsigned long long)prof_rt.dropped);
-        if (kind == PROF_KIND_PERIODIC && prof_stats_rows(&rows, 1, 0) == 0) {
+        if (kind == PROF_KIND_PERIODIC &&
+            prof_stats_rows(&rows, 1, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {
             prof_buf_printf(b, ",\"merged_windows\":%llu",
                             (unsigned long long)merged_windows(&win));
             prof_buf_puts(b, ",\"window\":");
             section_json(b, &rows, &win);
             prof_rows_free(&rows);
         }
-        if (prof_stats_rows(&rows, 0, 0) == 0) {
+        if (prof_stats_rows(&rows, 0, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {
             prof_buf_puts(b, ",\"total\":");
             section_json(b, &rows, &run);
             prof_rows_free(&rows);

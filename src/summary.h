@@ -26,5 +26,9 @@ size_t prof_summary_name(char *out, size_t size, const char *name, size_t max_co
 
 /* Stages shown before the rest are folded into one line. */
 #define PROF_SUMMARY_MAX_ROWS 60
+/* JSON sections: the heaviest stages (and their ancestors) kept, the rest
+ * counted in folded_stages / folded_total_ns, so a run with a million
+ * names writes a summary of megabytes, not hundreds. */
+#define PROF_SUMMARY_JSON_MAX_ROWS 10000
 
 #endif
