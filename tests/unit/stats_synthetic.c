@@ -6,6 +6,10 @@
  * the percentiles' buckets, the parent, recursion's wall share. */
 #include <prof.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "check.h"
 
 #ifndef PROF_NO_TSC
@@ -203,6 +207,58 @@ static void test_parent_choice(void)
     CHECK_EQ(st.depth, 0);
 }
 
+/* Many stages: every one reaches prof_stats_list; a table or JSON section
+ * shows the heaviest (chosen without sorting them all) and counts the rest
+ * with their exact total. Stage i lasts (i + 1) us, under "root". */
+static void test_many_stages(void)
+{
+    enum { N = 12000, JSON_ROWS = 10000, TEXT_ROWS = 60 };
+    static prof_stage_stats all[N + 8];
+    static char text[1 << 16];
+    uint64_t folded_total = 0;
+    char name[32], want[96];
+    size_t cap = 16u << 20;
+    char *json = malloc(cap);
+    prof_zone root, z;
+    int n;
+
+    CHECK(json != NULL);
+    CHECK_EQ(prof_reset(), 0);
+    root = open_at("root", 0);
+    for (uint64_t i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "s%05u", (unsigned)i);
+        z = open_at(prof_intern(name), 1000 + i * 20000);
+        close_at(&z, 1000 + i * 20000 + (i + 1) * 1000);
+    }
+    close_at(&root, 1000 + N * 20000);
+    n = prof_stats_list(all, N + 8);
+    CHECK_EQ(n, N + 1);
+
+    /* JSON: "root" and the 9,999 heaviest stages s02001..s11999 shown... */
+    n = prof_summary_snprint(json, cap, PROF_FORMAT_JSON);
+    CHECK(n > 0 && (size_t)n < cap);
+    for (uint64_t i = 0; i < N - JSON_ROWS + 1; i++)
+        folded_total += (i + 1) * 1000;
+    snprintf(want, sizeof want, "\"folded_stages\":%d,\"folded_total_ns\":%llu", N - JSON_ROWS + 1,
+             (unsigned long long)folded_total);
+    CHECK_MSG(strstr(json, want) != NULL, "JSON summary lacks %s", want);
+    CHECK(strstr(json, "\"name\":\"s11999\"") != NULL);
+    CHECK(strstr(json, "\"name\":\"s02001\"") != NULL);
+    /* ...and the lighter ones not. */
+    CHECK(strstr(json, "\"name\":\"s02000\"") == NULL);
+    CHECK(strstr(json, "\"name\":\"s00000\"") == NULL);
+
+    /* Text: the 59 heaviest under root, heaviest first, then one line. */
+    n = prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT);
+    CHECK(n > 0 && (size_t)n < sizeof text);
+    CHECK(strstr(text, "s11999") != NULL && strstr(text, "s11941") != NULL);
+    CHECK(strstr(text, "s11940") == NULL);
+    CHECK(strstr(text, "s11999") < strstr(text, "s11998"));
+    snprintf(want, sizeof want, "... %d more stages", N - TEXT_ROWS + 1);
+    CHECK_MSG(strstr(text, want) != NULL, "text summary lacks \"%s\":\n%s", want, text);
+    free(json);
+}
+
 int main(void)
 {
     CHECK_EQ(prof_enable(1), 0);
@@ -212,5 +268,6 @@ int main(void)
     test_backwards();
     test_recursion();
     test_parent_choice();
+    test_many_stages();
     return 0;
 }
