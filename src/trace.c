@@ -339,14 +339,19 @@ static struct prof_map site_args;
 static const char *zone_args(const char *raw)
 {
     static const char none[] = "";
+    static const char *last_raw, *last_args;    /* runs of one name */
     const struct prof_site_ *site;
     struct prof_buf src = {0}, out = {0};
     const char *a;
 
     if (raw == NULL)
         return none;
-    if ((a = prof_map_get(&site_args, (uintptr_t)raw)) != NULL)
-        return a;
+    if (raw == last_raw)
+        return last_args;
+    if ((a = prof_map_get(&site_args, (uintptr_t)raw)) != NULL) {
+        last_raw = raw;
+        return last_args = a;
+    }
     a = none;
     if ((site = prof_site_of(raw)) != NULL && site->file != NULL) {
         prof_buf_puts(&src, site->file);
