@@ -1,0 +1,64 @@
+/* stages.c - what a run with very many distinct names costs (issue 11):
+ * one zone on each of N interned names (flushed every 20,000), then the
+ * calls that read the table.
+ *
+ *     build/bench/stages [N, default 1000000]
+ *
+ * Last line, for scripts:
+ * prof-bench stages: n=<N> new_stage_us=<collector+zone us per new stage>
+ *   stats_one_s=<prof_stats(name)> stats_list_s=<prof_stats_list, all N>
+ *   text_s=<text summary> json_s=<JSON summary> json_mb=<its size> */
+#include <prof.h>
+
+#include "bench.h"
+
+static double since(uint64_t t0)
+{
+    return (double)(bench_now_ns() - t0) / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 1000000;
+    const char **names = malloc((size_t)n * sizeof *names);
+    prof_stage_stats one, *all = malloc((size_t)n * sizeof *all);
+    size_t cap = 512u << 20;
+    char *buf = malloc(cap);
+    double new_us, one_s, list_s, text_s, json_s;
+    int json_len;
+    uint64_t t0;
+
+    bench_require_env(argv, "PROF_SUMMARY", "off");
+    if (n <= 0 || names == NULL || all == NULL || buf == NULL)
+        return 1;
+    prof_enable(1);
+    for (int i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "stage_%d", i);
+        names[i] = prof_intern(b);
+    }
+    t0 = bench_now_ns();
+    for (int i = 0; i < n; i++) {
+        PROF_ZONE(names[i]);
+        if (i % 20000 == 0)
+            prof_flush();
+    }
+    prof_flush();
+    new_us = since(t0) / n * 1e6;
+    t0 = bench_now_ns();
+    prof_stats("stage_5", &one);
+    one_s = since(t0);
+    t0 = bench_now_ns();
+    prof_stats_list(all, (size_t)n);
+    list_s = since(t0);
+    t0 = bench_now_ns();
+    prof_summary_snprint(buf, cap, PROF_FORMAT_TEXT);
+    text_s = since(t0);
+    t0 = bench_now_ns();
+    json_len = prof_summary_snprint(buf, cap, PROF_FORMAT_JSON);
+    json_s = since(t0);
+    printf("prof-bench stages: n=%d new_stage_us=%.2f stats_one_s=%.3f stats_list_s=%.3f "
+           "text_s=%.3f json_s=%.3f json_mb=%.1f\n", n, new_us, one_s, list_s, text_s, json_s,
+           json_len / 1e6);
+    return 0;
+}
