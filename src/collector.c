@@ -391,8 +391,15 @@ static int summary_target(void)
     }
 }
 
-extern prof_summary_fn prof_summary_handler;
-extern void *prof_summary_handler_user;
+/* Where summaries go instead of PROF_SUMMARY (prof_set_summary_handler). */
+static prof_summary_fn summary_handler;
+static void *summary_handler_user;
+
+void prof_collector_set_summary_handler_locked(prof_summary_fn fn, void *user)
+{
+    summary_handler = fn;
+    summary_handler_user = user;
+}
 
 /* Summaries wait here between being formatted (lock held, possibly in
  * the middle of a drain) and being written (lock released). */
@@ -490,8 +497,8 @@ static void summary_write_pending_locked(void)
 {
     while (pending != NULL) {
         struct pending_summary *p = pending;
-        prof_summary_fn fn = prof_summary_handler;
-        void *user = prof_summary_handler_user;
+        prof_summary_fn fn = summary_handler;
+        void *user = summary_handler_user;
 
         pending = p->next;
         if (pending == NULL)

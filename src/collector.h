@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "prof.h"
+
 #include "summary.h"
 
 /* Wake period: rings are drained at least this often. */
@@ -17,6 +19,9 @@ int prof_collector_start_locked(void);
 
 /* Ask the thread to exit and wait for it (runtime lock NOT held). */
 void prof_collector_stop(void);
+
+/* prof_set_summary_handler: summaries go to fn (NULL: to PROF_SUMMARY). */
+void prof_collector_set_summary_handler_locked(prof_summary_fn fn, void *user);
 
 /* Nonzero where waiting for the collector would deadlock: on its thread,
  * and inside a summary handler on any thread. */

@@ -39,8 +39,6 @@ uint64_t prof_steps;
 uint64_t prof_trace_open_ticks;
 uint64_t prof_trace_close_ticks;
 uint64_t prof_summary_step_due;
-prof_summary_fn prof_summary_handler;
-void *prof_summary_handler_user;
 
 static int nvtx_ok;     /* NVTX loaded: zones take the hooked path */
 
@@ -614,8 +612,7 @@ PROF_API int prof_summary_print(FILE *f)
 PROF_API void prof_set_summary_handler(prof_summary_fn fn, void *user)
 {
     pthread_mutex_lock(&prof_rt.lock);
-    prof_summary_handler = fn;
-    prof_summary_handler_user = user;
+    prof_collector_set_summary_handler_locked(fn, user);
     pthread_mutex_unlock(&prof_rt.lock);
 }
 
