@@ -27,7 +27,8 @@ setup() {   # dir, then meson options
     else
         meson configure "$dir" "$@" >/dev/null
     fi
-    ninja -C "$dir" -j "$jobs" >/dev/null
+    # Quiet unless it fails: then the compiler's messages are the log.
+    ninja -C "$dir" -j "$jobs" > "$dir/ninja.log" 2>&1 || { cat "$dir/ninja.log" >&2; exit 1; }
 }
 
 step "gcc, -Werror, every target"

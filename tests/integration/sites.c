@@ -9,12 +9,12 @@
  * name (and never be read as a site). */
 static char forged[32] __attribute__((aligned(8)));
 
+static volatile uint64_t sink;
+
 static void work(void)
 {
-    volatile uint64_t x = 0;
-
     for (int i = 0; i < 2000; i++)
-        x += (uint64_t)i;
+        sink += (uint64_t)i;
 }
 
 static void twice(int i)

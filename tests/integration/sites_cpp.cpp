@@ -13,11 +13,12 @@ struct Encoder {
     }
     static void spin()
     {
-        volatile std::uint64_t x = 0;
         for (int i = 0; i < 2000; i++)
-            x += static_cast<std::uint64_t>(i);
+            sink = sink + static_cast<std::uint64_t>(i);
     }
+    static volatile std::uint64_t sink;
 };
+volatile std::uint64_t Encoder::sink;
 }  // namespace model
 
 int main()
