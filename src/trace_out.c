@@ -269,21 +269,6 @@ int prof_trace_out_pending(void)
     return any;
 }
 
-uint64_t prof_trace_out_disk_bytes(void)
-{
-    return __atomic_load_n(&written, __ATOMIC_RELAXED);
-}
-
-uint64_t prof_trace_out_text_bytes(void)
-{
-    size_t q;
-
-    pthread_mutex_lock(&queue_lock);
-    q = queued;
-    pthread_mutex_unlock(&queue_lock);
-    return __atomic_load_n(&raw_written, __ATOMIC_RELAXED) + q;
-}
-
 double prof_trace_out_ratio(void)
 {
     uint64_t raw = __atomic_load_n(&raw_written, __ATOMIC_RELAXED);

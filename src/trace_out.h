@@ -38,11 +38,8 @@ void prof_trace_out_write(void);
 /* Something is queued: the collector should write it soon. */
 int prof_trace_out_pending(void);
 
-/* Bytes given to the file so far (compressed size for gzip) and JSON
- * bytes queued, for the size limit. */
-uint64_t prof_trace_out_disk_bytes(void);
-uint64_t prof_trace_out_text_bytes(void);
-/* Disk bytes per JSON byte so far (1 for plain JSON). */
+/* Disk bytes per JSON byte so far (1 for plain JSON), for the size
+ * limit. */
 double prof_trace_out_ratio(void);
 
 /* A write failed: the file is closed and the message given; the formatter
