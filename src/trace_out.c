@@ -47,6 +47,11 @@ static struct prof_buf zbuf;     /* compressed output of one batch */
 static char path[4096];
 static int in_write;             /* a batch is being written (seen by a
                                     forked child: the stream may be torn) */
+static struct batch *writing;    /* that batch, out of the queue meanwhile */
+/* A forked child's copy of a stream its parent was writing: kept where
+ * leak checkers see it, never used. */
+static struct prof_gz *torn_gz __attribute__((used));
+static struct prof_buf torn_zbuf __attribute__((used));
 
 /* Shared with the signal path. */
 static int wstate = W_CLOSED;
@@ -230,11 +235,15 @@ void prof_trace_out_write(void)
     for (;;) {
         struct batch *q;
 
+        /* The batch moves between the queue, `writing` and the spares
+         * under the queue's lock, which fork takes: a forked child finds
+         * it in one of them (and LeakSanitizer in none of the others). */
         pthread_mutex_lock(&queue_lock);
         if ((q = head) != NULL && (head = q->next) == NULL)
             tail = &head;
         if (q != NULL)
             queued -= q->text.len;
+        writing = q;
         pthread_mutex_unlock(&queue_lock);
         if (q == NULL)
             break;
@@ -248,13 +257,12 @@ void prof_trace_out_write(void)
             q->next = spare;
             spare = q;
             nspare++;
-            q = NULL;
-        }
-        pthread_mutex_unlock(&queue_lock);
-        if (q != NULL) {
+        } else {
             prof_buf_free(&q->text);
             free(q);
         }
+        writing = NULL;
+        pthread_mutex_unlock(&queue_lock);
     }
     pthread_mutex_unlock(&write_lock);
 }
@@ -404,12 +412,21 @@ void prof_trace_out_forget(void)
     if (!__atomic_load_n(&in_write, __ATOMIC_RELAXED)) {
         prof_gz_free(gz);
         prof_buf_free(&zbuf);
+    } else {
+        torn_gz = gz;
+        torn_zbuf = zbuf;
     }
     gz = NULL;
     memset(&zbuf, 0, sizeof zbuf);
     in_write = 0;
-    /* The parent's batches become this process's spares, unwritten and
-     * untouched: freeing them would copy every page (fork shares them). */
+    /* The parent's batches, the one its writer had in hand included, become
+     * this process's spares, unwritten and untouched: freeing them would
+     * copy every page (fork shares them). */
+    if (writing != NULL) {
+        writing->next = head;
+        head = writing;
+        writing = NULL;
+    }
     for (q = head; q != NULL; q = next) {
         next = q->next;
         q->text.len = 0;
