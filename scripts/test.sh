@@ -8,14 +8,17 @@
 #   3. the C suites again under AddressSanitizer + UndefinedBehaviorSanitizer
 #      and under ThreadSanitizer (not the load suite: its memory figures mean
 #      nothing under a sanitizer's allocator, and it runs valgrind).
-# Installs what it needs from Debian's packages when missing (as root).
+# Installs what it needs from Debian's packages when missing (as root):
+# without Open MPI the MPI tests, and without node the flame graph's
+# script check, would skip and prove nothing.
 # PROF_TEST_QUICK=1 scales the heavier tests down.
 set -eu
 cd "$(dirname "$0")/.."
 
 sh scripts/deps.sh meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev \
     python3 python3-dev python3-pytest cython3 python3-numpy python3-mesonpy \
-    python3-pip python3-venv python3-torch valgrind cmake patchelf make
+    python3-pip python3-venv python3-torch valgrind cmake patchelf make \
+    openmpi-bin libopenmpi-dev nodejs
 
 jobs=$(nproc)
 step() { printf '\n=== %s\n' "$*" >&2; }
