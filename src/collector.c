@@ -210,22 +210,12 @@ static void take_record(struct prof_thread *t, const prof_record_ *r)
     }
 }
 
-/* Set by a drain that took in at least 1/64 of a ring: a thread is
- * recording fast, and the collector comes back after PROF_COLLECT_BUSY_NS
- * instead of waiting for the half-full wake, so that how soon a sleeping
- * thread is scheduled again (up to milliseconds on a busy VM) never
- * decides whether records are dropped. */
-static int busy_round;
-
 static void drain(struct prof_thread *t)
 {
     /* The ring's reader protocol (ring.h): records up to head were fully
      * written by their thread; once released, the thread may reuse them. */
     uint64_t tail, head = prof_ring_read(&t->hot, &tail);
     uint64_t lost;
-
-    if ((head - tail) * 64 >= t->hot.mask + 1)
-        busy_round = 1;
 
     for (; tail != head; tail++)
         take_record(t, prof_ring_record(&t->hot, tail));
@@ -646,7 +636,7 @@ static void *collector_main(void *arg)
     while (!prof_rt.stopping) {
         const struct prof_config *cfg = prof_config_get();
         uint64_t now = prof_clock_now_ns();
-        uint64_t wait = busy_round ? PROF_COLLECT_BUSY_NS : PROF_COLLECT_PERIOD_NS;
+        uint64_t wait = PROF_COLLECT_PERIOD_NS;
         int sig;
 
         if (cfg->every_ns && prof_rt.next_summary_ns > now && prof_rt.next_summary_ns - now < wait)
@@ -659,7 +649,6 @@ static void *collector_main(void *arg)
         pthread_mutex_lock(&prof_rt.lock);
         if (prof_rt.stopping)
             break;
-        busy_round = 0;
         prof_collect_locked();
         if ((sig = __atomic_load_n(&prof_pending_signal, __ATOMIC_ACQUIRE)) != 0) {
             end_by_signal(sig);

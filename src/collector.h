@@ -11,8 +11,6 @@
 
 /* Wake period: rings are drained at least this often. */
 #define PROF_COLLECT_PERIOD_NS (20 * 1000000ull)
-/* The period while a thread fills its ring fast (collector.c: busy_round). */
-#define PROF_COLLECT_BUSY_NS (250 * 1000ull)
 
 /* Start the thread (runtime lock held). Returns 0 or a negative errno. */
 int prof_collector_start_locked(void);
