@@ -86,8 +86,13 @@ static void test_signals(void)
     CHECK_STR_EQ(in.parent, "main");
     CHECK_EQ(in.depth, 1);
     /* main's self is its total less inner and the handler zones that ran
-     * inside it: never near its total. */
-    CHECK_LE(m.self_ns, m.total_ns - in.total_ns);
+     * inside it: never near its total (the bug this guards gave self ==
+     * total, off by inner's whole total). A loaded CI run once gave 37 us
+     * more than total - inner over 2 M zones (0.004%): a handler zone
+     * placed across the edge of the main it interrupted makes that main's
+     * children uncounted, the remainder RELIABILITY.md describes; 0.1% of
+     * main's total is allowed for it. */
+    CHECK_LE(m.self_ns, m.total_ns - in.total_ns + m.total_ns / 1000);
 }
 
 /* ------------------------------------------------------------------------ */
