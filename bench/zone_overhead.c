@@ -17,7 +17,7 @@
 
 #include "bench.h"
 
-#define ZONES 16000   /* under half the default ring: no wake on fill mid-run */
+#define ZONES 16000   /* under half a ring's warm slots: no wake on fill mid-run */
 #define RUNS 51
 
 struct floor_rec {
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
     pthread_t th[2];
 
     (void)argc;
-    /* The default ring (32k records) holds a whole run: nothing drops
+    /* The default ring (128k records) holds a whole run: nothing drops
      * while timed. */
     bench_require_env(argv, "PROF_SUMMARY", "off");
     bench_require_env(argv, "PROF", "1");

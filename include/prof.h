@@ -589,7 +589,9 @@ enum {
     PROF_RECORD_MARK_ = 2,
     PROF_RECORD_STEP_ = 3,     /* end holds the step number */
     PROF_RECORD_CUDA_ = 4,     /* start holds the pooled event pair */
-    PROF_RECORD_CUDA_CPU_ = 5  /* a zone's CPU side; the GPU side follows */
+    PROF_RECORD_CUDA_CPU_ = 5, /* a zone's CPU side; the GPU side follows */
+    PROF_RECORD_SKIP_ = 6      /* not a record: the owner wrapped early, and
+                                  end slots, this one included, hold nothing */
 };
 
 /* 32 bytes: two records per cache line. */
@@ -611,24 +613,32 @@ typedef struct prof_record_ {
 struct prof_thread_ {
     /* Written by the owning thread, read by the collector. */
     uint64_t head;                 /* next slot to write; release-published */
-    uint64_t tail_cache;           /* the owner's last view of tail */
+    uint64_t check_base;           /* a push goes out of line, to look at
+                                      tail, once head - check_base > check */
     uint64_t dropped;              /* ring full: records lost */
     uint64_t refused;              /* zones refused: re-entry from a signal
                                       handler mid-push, depth limit */
     prof_record_ *ring;
     uint64_t mask;                 /* capacity - 1; capacity is a power of 2 */
-    uint64_t half;                 /* capacity / 2 - 1: past this fill (as
-                                      last seen) a push goes out of line */
+    uint64_t check;                /* see check_base: a quarter of warm, - 1 */
     uint32_t depth;                /* open zones, | PROF_DEPTH_REPAIR_ */
     uint32_t busy;                 /* nonzero while the owner edits the ring */
     uint32_t path;                 /* path hash of the innermost open zone */
     uint32_t woke;                 /* woke the collector since the ring was
-                                      last seen below half */
+                                      last seen below wake_fill */
     uint64_t dead;                 /* owner: depths < 64 whose zone ended while
                                       zones inside it were still open */
     uint64_t foreign;              /* set by other threads (registry lock):
                                       depths whose zone was ended there */
     const char *names[PROF_MAX_DEPTH_];     /* the open zones, outermost first */
+    uint64_t warm;                 /* the first slots, used alone while the
+                                      collector keeps up (ring.h) */
+    uint64_t wake_fill;            /* past this fill, wake the collector: half
+                                      of the slots in use, warm or all */
+    uint64_t warm_lap_ns;          /* back to the warm slots only from a lap
+                                      at least this long (zone.c) */
+    uint64_t lap_head;             /* head and CLOCK_MONOTONIC_COARSE time */
+    uint64_t lap_ns;               /* when a push last reached warm's end */
     /* Written by the collector: on its own cache line. */
     uint64_t tail __attribute__((aligned(64)));
 };
@@ -695,11 +705,11 @@ static inline uint32_t prof_path_mix_(uint32_t h, const char *name)
     return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
-/* Push one record. While the ring is less than half full as the producer
- * last saw it, that is one compare; past half, prof_ring_room_ looks
- * again, wakes the collector (once per crossing, without a system call
- * unless it sleeps), and drops and counts the record when the ring is
- * full. */
+/* Push one record. That is one compare; every few thousand pushes (and at
+ * every push while the ring is full) prof_ring_room_ looks at tail: it
+ * wakes the collector past half of the slots in use (once per crossing,
+ * without a system call unless it sleeps), wraps early to keep to the
+ * warm slots, and drops and counts the record when the ring is full. */
 static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint64_t end,
                                    const char *name, uint32_t parent, uint32_t depth,
                                    uint32_t kind)
@@ -707,8 +717,11 @@ static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint6
     uint64_t head = t->head;
     prof_record_ *r;
 
-    if (PROF_UNLIKELY_(head - t->tail_cache > t->half) && !prof_ring_room_(t, head))
-        return;
+    if (PROF_UNLIKELY_(head - t->check_base > t->check)) {
+        if (!prof_ring_room_(t, head))
+            return;
+        head = t->head;   /* past the slots it skipped, if it wrapped early */
+    }
     r = &t->ring[head & t->mask];
     r->start = start;
     r->end = end;

@@ -214,12 +214,14 @@ static void drain(struct prof_thread *t)
 {
     /* The ring's reader protocol (ring.h): records up to head were fully
      * written by their thread; once released, the thread may reuse them. */
-    uint64_t tail, head = prof_ring_read(&t->hot, &tail);
+    struct prof_ring_reader rd;
+    const prof_record_ *r;
     uint64_t lost;
 
-    for (; tail != head; tail++)
-        take_record(t, prof_ring_record(&t->hot, tail));
-    prof_ring_release(&t->hot, tail);
+    prof_ring_read(&t->hot, &rd);
+    while ((r = prof_ring_next(&rd)) != NULL)
+        take_record(t, r);
+    prof_ring_release(&t->hot, rd.tail);
 
     lost = prof_ring_dropped(&t->hot);
     if (lost != t->dropped_seen) {

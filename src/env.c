@@ -228,7 +228,7 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
             cfg->buffer = m;
         } else {
             bad++, bad_value("PROF_BUFFER", v, "a record count from 16 to 16M, e.g. 64k",
-                             "32768");
+                             "131072");
         }
     }
     if ((v = lookup("PROF_TRACE")) != NULL)

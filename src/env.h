@@ -28,7 +28,7 @@ struct prof_config {
     int nvtx;                    /* PROF_NVTX=1 */
 };
 
-#define PROF_BUFFER_DEFAULT (32u * 1024u)
+#define PROF_BUFFER_DEFAULT (128u * 1024u)
 #define PROF_BUFFER_MIN 16u
 #define PROF_BUFFER_MAX (16u * 1024u * 1024u)
 

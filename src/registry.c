@@ -82,6 +82,20 @@ void prof_registry_splice_locked(void)
     }
 }
 
+#ifndef MADV_POPULATE_WRITE
+#  define MADV_POPULATE_WRITE 23    /* Linux 5.14 */
+#endif
+
+/* Fault in [p, p + bytes) of a fresh mapping now: one call where the kernel
+ * has it, else a store per page (async-signal-safe either way). */
+static void populate(void *p, size_t bytes)
+{
+    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0) {
+        for (size_t i = 0; i < bytes; i += 4096)
+            ((volatile char *)p)[i] = 0;
+    }
+}
+
 static size_t state_size(void)
 {
     return (sizeof(struct prof_thread) + 4095) & ~(size_t)4095;
@@ -111,19 +125,22 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
     cap = prof_config_get()->buffer;
     /* Mapped, not malloc'd: attaching may happen on a thread's first zone
      * inside a signal handler, so it uses no allocator and takes no lock.
-     * The ring is populated now, so that no later zone takes a page fault
-     * and resident memory does not creep up during the first lap; it goes
-     * back to the system when the thread's state is freed. */
+     * The warm slots (ring.h) are populated now, so that no zone takes a
+     * page fault while the collector keeps up and resident memory does
+     * not creep up during the first lap; the cold ones only when a burst
+     * reaches them. All of it goes back to the system when the thread's
+     * state is freed. */
     t = mmap(NULL, state_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (t == MAP_FAILED)
         goto oom;
     t->hot.ring = mmap(NULL, cap * sizeof(prof_record_), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (t->hot.ring == MAP_FAILED) {
         munmap(t, state_size());
         goto oom;
     }
-    prof_ring_init(&t->hot, t->hot.ring, cap);
+    prof_ring_init(&t->hot, t->hot.ring, cap, PROF_RING_WARM);
+    populate(t->hot.ring, t->hot.warm * sizeof(prof_record_));
     t->hot.path = PROF_PATH_ROOT_;
     t->name = pending_name;
     t->tid = (uint32_t)syscall(SYS_gettid);
@@ -219,7 +236,7 @@ void prof_registry_atfork_child(void)
     self->tid = (uint32_t)syscall(SYS_gettid);
     /* The records still in the ring are the parent's, counted there. */
     self->hot.tail = self->hot.head;
-    self->hot.tail_cache = self->hot.head;
+    prof_ring_look_again(&self->hot);
     self->hot.dropped = self->hot.refused = 0;
     self->dropped_seen = self->refused_seen = 0;
     self->traced_name = NULL;

@@ -6,50 +6,119 @@
  * (the collector's drain, under the runtime lock; one consumer per ring at
  * a time) works in three steps:
  *
- *     uint64_t tail, head = prof_ring_read(t, &tail);
- *     for (; tail != head; tail++)
- *         use(prof_ring_record(t, tail));
- *     prof_ring_release(t, tail);
+ *     struct prof_ring_reader rd;
+ *     const prof_record_ *r;
+ *     prof_ring_read(t, &rd);
+ *     while ((r = prof_ring_next(&rd)) != NULL)
+ *         use(r);
+ *     prof_ring_release(t, rd.tail);
  *
  * Indices run free and are masked on access (capacity is a power of two),
  * so the fill level is head - tail and never wraps in practice. Records in
  * [tail, head) stay valid until they are released: the owner reuses a slot
- * only after it has seen, with acquire, a tail past it. */
+ * only after it has seen, with acquire, a tail past it.
+ *
+ * Warm and cold slots. A ring is large (PROF_BUFFER, 128k records by
+ * default: 4 MB of address space), so that it holds what a thread records
+ * at 10 M zones/s while the collector is kept off the CPU for several
+ * milliseconds. Only its first `warm` slots (32k, 1 MB) are populated when
+ * the thread attaches, and while the collector keeps up with a thread that
+ * records at most 1.6 M records/s, the owner stays in them: reaching the
+ * end of the warm slots with at most half of them unread, and 20 ms or
+ * more after it last got there, it writes a SKIP record and moves head to
+ * the start of the next lap. A faster thread, or one the collector has
+ * fallen behind, runs through the cold slots too: so a thread's resident
+ * ring is 1 MB unless it has needed more, and a fast thread has all 4 MB
+ * to ride out a stall of the collector. The skipped slots count as filled until the
+ * consumer passes the SKIP record; the owner checks room against the same
+ * free-running indices, so nothing it overwrites is unread. */
 #ifndef PROF_RING_H
 #define PROF_RING_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "prof.h"
 
+/* The warm slots of a thread's ring (32k records, 1 MB), or all of it if
+ * PROF_BUFFER is smaller; a thread goes back to them only while it takes
+ * 20 ms or more to fill them (1.6 M records/s or less). */
+#define PROF_RING_WARM (32u * 1024u)
+#define PROF_RING_WARM_LAP_NS 20000000u
+
 /* Give t the ring `records` of `capacity` slots (a power of two, at least
- * 2) before anyone pushes or reads. Not thread-safe: the state is not yet
- * published. */
-static inline void prof_ring_init(struct prof_thread_ *t, prof_record_ *records, uint64_t capacity)
+ * 16) of which the first `warm` (at most capacity) are used alone while the
+ * consumer keeps up, before anyone pushes or reads. Not thread-safe: the
+ * state is not yet published. */
+static inline void prof_ring_init(struct prof_thread_ *t, prof_record_ *records, uint64_t capacity,
+                                  uint64_t warm)
 {
     t->ring = records;
     t->mask = capacity - 1;
-    /* Past this fill (as the producer last saw it) a push goes out of line
-     * to look at tail again and wake the consumer. */
-    t->half = capacity / 2 - 1;
+    t->warm = warm < capacity ? warm : capacity;
+    t->warm_lap_ns = PROF_RING_WARM_LAP_NS;
+    t->wake_fill = t->warm / 2;
+    /* The first lap is timed from now: a thread fast from its first zone
+     * never wraps early. */
+    {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
+            t->lap_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+    /* The owner looks at tail every quarter of the warm slots: often
+     * enough to wake the consumer at half of them and to wrap at their
+     * end. */
+    t->check = t->warm / 4 - 1;
+    t->check_base = t->head;
 }
 
-/* Consumer only. The records published and not yet released are
- * [*tail, return value); *tail is where the last release left it. */
-static inline uint64_t prof_ring_read(const struct prof_thread_ *t, uint64_t *tail)
+/* The owner's ring is empty as far as it knows (a new thread, a forked
+ * child): its next push looks at tail and the warm boundary afresh. */
+static inline void prof_ring_look_again(struct prof_thread_ *t)
 {
+    t->check_base = t->head - t->check - 1;
+    t->woke = 0;
+}
+
+/* The consumer's view of a ring for one drain. The geometry is copied out
+ * of the thread state because the owner writes head, on the same cache
+ * line, at every push: a drain that read ring and mask from there at every
+ * record took a cache miss per record (100 ns each with the owner on
+ * another core, a tenth of the 10 M zones/s a thread may produce). */
+struct prof_ring_reader {
+    const prof_record_ *ring;
+    uint64_t mask;
+    uint64_t tail;                 /* where the last release left it */
+    uint64_t head;                 /* published: [tail, head) may be read */
+};
+
+/* Consumer only. */
+static inline void prof_ring_read(const struct prof_thread_ *t, struct prof_ring_reader *rd)
+{
+    rd->ring = t->ring;
+    rd->mask = t->mask;
     /* Only the consumer writes tail: its own last store, read plainly. */
-    *tail = t->tail;
+    rd->tail = t->tail;
     /* Acquire, pairing with the release of head in prof_ring_push_: every
      * field of every record below head is visible from here on. */
-    return __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
+    rd->head = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
 }
 
-/* Consumer only. The record at free-running index i, in [tail, head) as
- * prof_ring_read gave them. */
-static inline const prof_record_ *prof_ring_record(const struct prof_thread_ *t, uint64_t i)
+/* Consumer only. The next record, or NULL when all published ones are
+ * read; rd->tail moves past it, and past the slots the owner skipped. The
+ * record stays valid until prof_ring_release. */
+static inline const prof_record_ *prof_ring_next(struct prof_ring_reader *rd)
 {
-    return &t->ring[i & t->mask];
+    while (rd->tail != rd->head) {
+        const prof_record_ *r = &rd->ring[rd->tail & rd->mask];
+
+        if (r->kind != PROF_RECORD_SKIP_) {
+            rd->tail++;
+            return r;
+        }
+        rd->tail += r->end;
+    }
+    return NULL;
 }
 
 /* Consumer only. Give back every slot below tail (at most the head that

@@ -334,7 +334,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(cfg.buffer == want, "PROF_BUFFER=%s gave %llu, want %llu", v,
                    (unsigned long long)cfg.buffer, (unsigned long long)want);
     } else {
-        FUZZ_CHECK(cfg.buffer == 32768, "PROF_BUFFER default gave %llu",
+        FUZZ_CHECK(cfg.buffer == 131072, "PROF_BUFFER default gave %llu",
                    (unsigned long long)cfg.buffer);
         if (v != NULL)
             BAD(4);

@@ -196,11 +196,13 @@ static void blocking_handler(void *user, const char *text, int kind)
 
 static int mode_blocked(void)
 {
-    const uint64_t per_thread = 100000 / 3 + 1;
-    uint64_t issued, rec, dropped, floor;
+    uint64_t per_thread, capacity, issued, rec, dropped, floor;
 
     prof_set_summary_handler(blocking_handler, NULL);
     { PROF_ZONE("soak.attach"); }
+    /* Every thread's ring has the main thread's capacity (PROF_BUFFER). */
+    capacity = prof_thread_self_->mask + 1;
+    per_thread = capacity + capacity / 2;
     prof_step();   /* PROF_SUMMARY_EVERY=1steps: the collector enters the handler */
     pthread_mutex_lock(&block_lock);
     while (!block_entered)
@@ -217,8 +219,8 @@ static int mode_blocked(void)
     rec = recorded();
     dropped = test_dropped();
     /* Nothing drained while the workers ran: each ring kept at most its
-     * capacity (32768) of its thread's records (its first zone included). */
-    floor = issued - THREADS * (32768 - 1);
+     * capacity of its thread's records (its first zone included). */
+    floor = issued - THREADS * (capacity - 1);
     FIGURE("blocked.zones", "zones", "%llu", (unsigned long long)issued);
     FIGURE("blocked.recorded", "zones", "%llu", (unsigned long long)rec);
     FIGURE("blocked.dropped", "zones", "%llu", (unsigned long long)dropped);

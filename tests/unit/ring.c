@@ -1,16 +1,24 @@
 /* ring.c - the per-thread ring on its own (no runtime): a producer that
  * pushes with prof.h's prof_ring_push_() and a consumer that reads with
  * src/ring.h, the reader the collector's drain() uses (prof_ring_read,
- * prof_ring_record, prof_ring_release, prof_ring_dropped), on a ring set
+ * prof_ring_next, prof_ring_release, prof_ring_dropped), on a ring set
  * up by prof_ring_init as registry.c sets up a thread's.
  *
  *   wrap:   small capacity, indices run many times around it; every record
  *           comes out once, in order, intact.
  *   full:   a full ring keeps what it has, refuses and counts the rest.
+ *   warm:   a consumer that keeps up: the producer never writes past the
+ *           warm slots (one SKIP record at their end), and loses nothing.
+ *   fast:   the same, with a producer faster than the warm lap allows: it
+ *           runs through all the slots, skipping none.
+ *   burst:  a consumer that falls behind: the producer goes on into the
+ *           cold slots and drops only when the whole ring is full; once
+ *           the consumer catches up it returns to the warm slots.
  *   stress: a producer and a consumer thread at full speed; closed form
  *           received + dropped == pushed, received in order with no
- *           duplicate and no torn record. Run under TSan by the sanitizer
- *           build, which checks the acquire/release pairs. */
+ *           duplicate and no torn record, with and without cold slots.
+ *           Run under TSan by the sanitizer build, which checks the
+ *           acquire/release pairs. */
 #include <prof.h>
 
 #include <stdlib.h>
@@ -20,15 +28,30 @@
 
 static const char *const names[4] = {"a", "b", "c", "d"};
 
-static struct prof_thread_ *ring_new(uint64_t cap)
+#define UNTOUCHED 0xa5
+
+static struct prof_thread_ *ring_new(uint64_t cap, uint64_t warm)
 {
     struct prof_thread_ *t = aligned_alloc(64, sizeof *t);
+    prof_record_ *records = malloc(cap * sizeof *records);
 
-    CHECK(t != NULL);
+    CHECK(t != NULL && records != NULL);
     memset(t, 0, sizeof *t);
-    prof_ring_init(t, calloc(cap, sizeof(prof_record_)), cap);
-    CHECK(t->ring != NULL);
+    memset(records, UNTOUCHED, cap * sizeof *records);
+    prof_ring_init(t, records, cap, warm);
     return t;
+}
+
+/* Slots from `from` on that the producer never wrote. */
+static int untouched_from(const struct prof_thread_ *t, uint64_t from)
+{
+    const unsigned char *p = (const unsigned char *)&t->ring[from];
+    const unsigned char *end = (const unsigned char *)&t->ring[t->mask + 1];
+
+    for (; p < end; p++)
+        if (*p != UNTOUCHED)
+            return 0;
+    return 1;
 }
 
 static void ring_free(struct prof_thread_ *t)
@@ -56,10 +79,12 @@ static void check_record(const prof_record_ *r, uint64_t seq)
 /* Consume every published record; returns how many. */
 static uint64_t drain(struct prof_thread_ *t, uint64_t *next_seq, int exact)
 {
-    uint64_t tail, head = prof_ring_read(t, &tail), n = 0;
+    struct prof_ring_reader rd;
+    const prof_record_ *r;
+    uint64_t n = 0;
 
-    for (; tail != head; tail++, n++) {
-        const prof_record_ *r = prof_ring_record(t, tail);
+    prof_ring_read(t, &rd);
+    for (; (r = prof_ring_next(&rd)) != NULL; n++) {
         if (exact) {
             check_record(r, *next_seq);
         } else {
@@ -70,13 +95,13 @@ static uint64_t drain(struct prof_thread_ *t, uint64_t *next_seq, int exact)
         }
         *next_seq = r->start + 1;
     }
-    prof_ring_release(t, tail);
+    prof_ring_release(t, rd.tail);
     return n;
 }
 
 static void test_wrap(void)
 {
-    struct prof_thread_ *t = ring_new(16);
+    struct prof_thread_ *t = ring_new(16, 16);
     uint64_t seq = 1, next = 1, got = 0;
 
     for (int round = 0; round < 5000; round++) {
@@ -95,7 +120,8 @@ static void test_wrap(void)
 
 static void test_full(void)
 {
-    struct prof_thread_ *t = ring_new(16);
+    struct prof_thread_ *t = ring_new(16, 16);
+    struct prof_ring_reader rd;
 
     for (uint64_t s = 1; s <= 16; s++)
         push_seq(t, s);
@@ -105,8 +131,11 @@ static void test_full(void)
     CHECK_EQ_U64(prof_ring_dropped(t), 10);
     CHECK_EQ_U64(t->head, 16);
     /* The kept records are the first 16, untouched by the refused ones. */
+    prof_ring_read(t, &rd);
+    CHECK_EQ_U64(rd.head - rd.tail, 16);
     for (uint64_t s = 1; s <= 16; s++)
-        check_record(prof_ring_record(t, s - 1), s);
+        check_record(prof_ring_next(&rd), s);
+    CHECK(prof_ring_next(&rd) == NULL);
 
     /* Hand back 5 slots: exactly 5 more fit. */
     prof_ring_release(t, 5);
@@ -114,9 +143,88 @@ static void test_full(void)
         push_seq(t, s);
     CHECK_EQ_U64(t->head, 21);
     CHECK_EQ_U64(prof_ring_dropped(t), 11);
-    /* Wrapped: slots 0..4 now hold 27..31. */
-    for (uint64_t s = 0; s < 5; s++)
-        check_record(prof_ring_record(t, 16 + s), 27 + s);
+    /* Wrapped: after 6..16 come 27..31, from slots 0..4. */
+    prof_ring_read(t, &rd);
+    CHECK_EQ_U64(rd.tail, 5);
+    CHECK_EQ_U64(rd.head, 21);
+    for (uint64_t s = 6; s <= 16; s++)
+        check_record(prof_ring_next(&rd), s);
+    for (uint64_t s = 27; s <= 31; s++)
+        check_record(prof_ring_next(&rd), s);
+    CHECK(prof_ring_next(&rd) == NULL);
+    CHECK_EQ_U64(rd.tail, 21);
+    ring_free(t);
+}
+
+static void test_warm(void)
+{
+    struct prof_thread_ *t = ring_new(256, 32);
+    uint64_t seq = 1, next = 1, got = 0;
+
+    t->warm_lap_ns = 0;                     /* any rate counts as slow */
+    /* Up to half of the warm slots between drains: the consumer keeps up. */
+    for (int round = 0; round < 5000; round++) {
+        int k = 1 + round % 16;
+        for (int i = 0; i < k; i++)
+            push_seq(t, seq++);
+        got += drain(t, &next, 1);
+    }
+    CHECK_EQ_U64(got, seq - 1);
+    CHECK_EQ_U64(prof_ring_dropped(t), 0);
+    CHECK_GT(t->head, 100 * 256);           /* many laps, each one skipped */
+    /* Slot 32 held the SKIP records; nothing past it was ever written. */
+    CHECK_EQ(t->ring[32].kind, PROF_RECORD_SKIP_);
+    CHECK(untouched_from(t, 33));
+    ring_free(t);
+}
+
+static void test_fast(void)
+{
+    struct prof_thread_ *t = ring_new(256, 32);
+    uint64_t seq = 1, next = 1, got = 0;
+
+    /* A thread that fills its warm slots in less than an hour is fast:
+     * though the consumer keeps up, it runs through all the slots. */
+    t->warm_lap_ns = 3600000000000u;
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 8; i++)
+            push_seq(t, seq++);
+        got += drain(t, &next, 1);
+    }
+    CHECK_EQ_U64(got, 1600);
+    CHECK_EQ_U64(prof_ring_dropped(t), 0);
+    CHECK_EQ_U64(t->head, 1600);            /* no slot skipped */
+    CHECK(!untouched_from(t, 255));
+    ring_free(t);
+}
+
+static void test_burst(void)
+{
+    struct prof_thread_ *t = ring_new(256, 32);
+    uint64_t seq = 1, next = 1, got = 0;
+
+    t->warm_lap_ns = 0;
+    /* The consumer is away: the whole ring fills, warm and cold. */
+    for (int i = 0; i < 300; i++)
+        push_seq(t, seq++);
+    CHECK_EQ_U64(prof_ring_dropped(t), 300 - 256);
+    CHECK(!untouched_from(t, 255));
+    got += drain(t, &next, 1);
+    CHECK_EQ_U64(got, 256);
+    /* The drops were the newest records: the kept ones are 1..256. */
+    CHECK_EQ_U64(next, 257);
+
+    /* Caught up: the next laps keep to the warm slots again. */
+    memset(&t->ring[33], UNTOUCHED, (256 - 33) * sizeof *t->ring);
+    next = seq;
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 8; i++)
+            push_seq(t, seq++);
+        got += drain(t, &next, 1);
+    }
+    CHECK_EQ_U64(got, 256 + 1600);
+    CHECK_EQ_U64(prof_ring_dropped(t), 300 - 256);
+    CHECK(untouched_from(t, 33));
     ring_free(t);
 }
 
@@ -143,10 +251,12 @@ static void *consumer(void *arg)
     return NULL;
 }
 
-static void test_stress(uint64_t cap, uint64_t n, int exact)
+static void test_stress(uint64_t cap, uint64_t warm, uint64_t n, int exact)
 {
-    struct stress s = {ring_new(cap), n, 0, 0, exact};
+    struct stress s = {ring_new(cap, warm), n, 0, 0, exact};
     pthread_t c;
+
+    s.t->warm_lap_ns = 0;                   /* wrap early whenever it may */
 
     CHECK_EQ(pthread_create(&c, NULL, consumer, &s), 0);
     for (uint64_t seq = 1; seq <= n; seq++)
@@ -154,11 +264,12 @@ static void test_stress(uint64_t cap, uint64_t n, int exact)
     __atomic_store_n(&s.producer_done, 1, __ATOMIC_RELEASE);
     CHECK_EQ(pthread_join(c, NULL), 0);
     CHECK_EQ_U64(s.received + prof_ring_dropped(s.t), n);
-    CHECK_EQ_U64(s.received, s.t->head);
+    if (warm == cap)
+        CHECK_EQ_U64(s.received, s.t->head);   /* no slot skipped */
     if (exact)
         CHECK_EQ_U64(prof_ring_dropped(s.t), 0);
-    fprintf(stderr, "stress cap %" PRIu64 ": %" PRIu64 " pushed, %" PRIu64 " received, %" PRIu64
-            " dropped\n", cap, n, s.received, prof_ring_dropped(s.t));
+    fprintf(stderr, "stress cap %" PRIu64 " warm %" PRIu64 ": %" PRIu64 " pushed, %" PRIu64 " received, %" PRIu64
+            " dropped\n", cap, warm, n, s.received, prof_ring_dropped(s.t));
     ring_free(s.t);
 }
 
@@ -168,10 +279,16 @@ int main(void)
 
     test_wrap();
     test_full();
+    test_warm();
+    test_fast();
+    test_burst();
     /* A ring as large as the run: nothing may be lost. */
-    test_stress(1u << 20, n < (1u << 20) ? n : (1u << 20), 1);
-    /* A tiny ring: drops, each one counted. */
-    test_stress(16, n, 0);
-    test_stress(1024, n, 0);
+    test_stress(1u << 20, 1u << 20, n < (1u << 20) ? n : (1u << 20), 1);
+    /* Tiny rings: drops, each one counted. */
+    test_stress(16, 16, n, 0);
+    test_stress(1024, 1024, n, 0);
+    /* Early wraps racing the consumer. */
+    test_stress(1024, 64, n, 0);
+    test_stress(1u << 20, 1024, n, 0);
     return 0;
 }

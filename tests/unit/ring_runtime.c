@@ -8,8 +8,20 @@
  *            and the JSON summary's "dropped"), and the text summary says
  *            how many were dropped.
  *   threads: two threads bursting at once into their own rings: the same
- *            closed form over both. */
+ *            closed form over both.
+ *
+ * With the default ring (128k records, of which the first 32k are warm):
+ *
+ *   warm:    a thread that records 100k zones (three laps of the warm
+ *            slots) at under 0.3 M zones/s: only the warm megabyte of its
+ *            ring was ever resident (mincore), and every zone is counted.
+ *   cold:    a thread that records 300k zones as fast as it can: it runs
+ *            through the cold slots too, and counted + dropped == issued. */
 #include <prof.h>
+
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -96,10 +108,82 @@ static void test_threads(void)
     CHECK_GT(dropped, 0);
 }
 
+/* Resident pages of the calling thread's ring from record `from` on. */
+static size_t resident_from(uint64_t from)
+{
+    const struct prof_thread_ *t = prof_thread_self_;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)&t->ring[from] + page - 1) & ~(page - 1);
+    uintptr_t hi = (uintptr_t)&t->ring[t->mask + 1];
+    size_t n = (hi - lo) / page, got = 0;
+    unsigned char *v = malloc(n);
+
+    CHECK(v != NULL);
+    CHECK_EQ(mincore((void *)lo, hi - lo, v), 0);
+    for (size_t i = 0; i < n; i++)
+        got += v[i] & 1;
+    free(v);
+    return got;
+}
+
+struct paced {
+    long n;
+    long pause_every;          /* zones between pauses of 1 ms; 0: none */
+    size_t cold_resident;      /* pages past the warm slots, afterwards */
+    uint64_t capacity;
+};
+
+static void *paced_thread(void *arg)
+{
+    struct paced *p = arg;
+    struct timespec ms = {0, 1000000};
+
+    for (long i = 0; i < p->n; i++) {
+        PROF_ZONE("paced");
+        if (p->pause_every && i % p->pause_every == p->pause_every - 1)
+            nanosleep(&ms, NULL);
+    }
+    p->capacity = prof_thread_self_->mask + 1;
+    p->cold_resident = resident_from(32 * 1024 + 1);
+    return NULL;
+}
+
+static void test_resident(int fast)
+{
+    /* Slow: 300 zones a millisecond at most, a 32k lap in 100 ms or more,
+     * so that only a collector held up for 50 ms lets a quarter of the
+     * ring fill. */
+    struct paced p = {fast ? 300000 : 100000, fast ? 0 : 300, 0, 0};
+    pthread_t t;
+
+    CHECK_EQ(pthread_create(&t, NULL, paced_thread, &p), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(prof_flush(), 0);
+    CHECK_EQ_U64(p.capacity, 128 * 1024);
+    fprintf(stderr, "%s: %llu counted, %llu dropped, %zu cold pages resident\n",
+            fast ? "fast" : "slow", (unsigned long long)test_count("paced"),
+            (unsigned long long)test_dropped(), p.cold_resident);
+    CHECK_EQ(test_count("paced") + test_dropped(), p.n);
+    if (fast) {
+        CHECK_GT(p.cold_resident, 0);
+    } else {
+        CHECK_EQ(test_dropped(), 0);
+        CHECK_EQ(p.cold_resident, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    check_ring_is_16();
     CHECK_EQ(prof_enable(1), 0);
+    if (argc > 1 && strcmp(argv[1], "warm") == 0) {
+        test_resident(0);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "cold") == 0) {
+        test_resident(1);
+        return 0;
+    }
+    check_ring_is_16();
     if (argc > 1 && strcmp(argv[1], "wrap") == 0)
         test_wrap();
     else if (argc > 1 && strcmp(argv[1], "drop") == 0)
@@ -107,6 +191,6 @@ int main(int argc, char **argv)
     else if (argc > 1 && strcmp(argv[1], "threads") == 0)
         test_threads();
     else
-        CHECK_MSG(0, "usage: ring_runtime wrap|drop|threads");
+        CHECK_MSG(0, "usage: ring_runtime wrap|drop|threads|warm|cold");
     return 0;
 }
