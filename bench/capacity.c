@@ -111,14 +111,6 @@ static double drain_rate(int nstages)
         snprintf(buf, sizeof buf, "stage%05d", i);
         names[i] = prof_intern(buf);
     }
-    /* Two laps of the whole ring first: a thread's first lap through the
-     * cold slots faults their pages in (once per thread, not per drain). */
-    for (int lap = 0; lap < 16; lap++) {
-        for (int i = 0; i < HALF_WARM; i++) {
-            PROF_ZONE("warm-up");
-        }
-        prof_flush();
-    }
     for (int run = -1; run < RUNS; run++) {   /* run -1 creates the stages */
         uint64_t t0;
 

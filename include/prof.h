@@ -636,6 +636,8 @@ struct prof_thread_ {
     uint64_t wake_fill;            /* past this fill, wake the collector: half
                                       of the slots in use, warm or all */
     uint64_t woke_fill;            /* the fill when the owner last woke it */
+    uint64_t skip_end;             /* the last early wrap: head after it, */
+    uint64_t skip_len;             /* and the empty slots it skipped */
     uint64_t warm_lap_ns;          /* back to the warm slots only from a lap
                                       at least this long (zone.c) */
     uint64_t lap_head;             /* head and CLOCK_MONOTONIC_COARSE time */

@@ -208,8 +208,12 @@ static int slow_enough_to_wrap(struct prof_thread_ *t, uint64_t head)
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
 {
     /* Acquire: the collector finished reading the slots it gave back. */
-    uint64_t fill = head - __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
-    uint64_t pos = head & t->mask, step = t->check + 1, next;
+    uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
+    uint64_t fill = head - tail, pos = head & t->mask, step = t->check + 1, next;
+    /* The records waiting, without the slots of a SKIP the collector has
+     * not reached (they hold nothing to drain; at most one is pending:
+     * the next early wrap is a warm lap after it). */
+    uint64_t backlog = tail < t->skip_end ? fill - t->skip_len : fill;
 
     /* Wake the collector once per crossing of the mark, and again if the
      * ring has gained another quarter of the warm slots since: the
@@ -217,11 +221,11 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
      * may sleep with the ring still above the mark. (Waking it again at
      * every look that found it had drained some dropped far more at 10 M
      * zones/s: a collector woken that often ran late.) */
-    if (fill <= t->wake_fill) {
+    if (backlog <= t->wake_fill) {
         t->woke = 0;
-    } else if (!t->woke || fill >= t->woke_fill + 2 * step) {
+    } else if (!t->woke || backlog >= t->woke_fill + 2 * step) {
         t->woke = 1;
-        t->woke_fill = fill;
+        t->woke_fill = backlog;
         prof_wake_collector();
     }
     if (fill > t->mask) {
@@ -253,6 +257,8 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
         head += skip;
         fill += skip;
         pos = 0;
+        t->skip_end = head;
+        t->skip_len = skip - 1;
         __atomic_store_n(&t->head, head, __ATOMIC_RELEASE);
         t->lap_head = head;
         t->wake_fill = t->warm / 2;
