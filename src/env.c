@@ -188,6 +188,7 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
     cfg->prof = PROF_SWITCH_UNSET;
     cfg->format = PROF_FORMAT_TEXT;
     cfg->buffer = PROF_BUFFER_DEFAULT;
+    cfg->buffer_warm = PROF_BUFFER_DEFAULT_WARM;
     cfg->trace_step_last = UINT64_MAX;
 
     if ((v = lookup("PROF")) != NULL) {
@@ -225,7 +226,9 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
             /* Round up to a power of two so the ring can mask. */
             for (m = PROF_BUFFER_MIN; m < n; m <<= 1)
                 ;
-            cfg->buffer = m;
+            /* A ring the user sized is theirs whole, resident from the
+             * first zone, as they may have sized it for a burst. */
+            cfg->buffer = cfg->buffer_warm = m;
         } else {
             bad++, bad_value("PROF_BUFFER", v, "a record count from 16 to 16M, e.g. 64k",
                              "131072");

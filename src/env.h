@@ -19,6 +19,8 @@ struct prof_config {
     uint64_t skip_steps;         /* PROF_SKIP_STEPS=N: warm-up left out of every statistic */
     int format;                  /* PROF_SUMMARY_FORMAT: PROF_FORMAT_TEXT or _JSON */
     uint64_t buffer;             /* PROF_BUFFER: ring records, a power of two */
+    uint64_t buffer_warm;        /* of which resident from the start: all of a
+                                    ring the user sized, else 32k */
     char *trace_path;            /* PROF_TRACE, unexpanded (%p, %r), or NULL */
     uint64_t trace_step_first;   /* PROF_TRACE_STEPS=A-B; 0/UINT64_MAX when unset */
     uint64_t trace_step_last;
@@ -29,6 +31,7 @@ struct prof_config {
 };
 
 #define PROF_BUFFER_DEFAULT (128u * 1024u)
+#define PROF_BUFFER_DEFAULT_WARM (32u * 1024u)   /* src/ring.h: warm and cold slots */
 #define PROF_BUFFER_MIN 16u
 #define PROF_BUFFER_MAX (16u * 1024u * 1024u)
 

@@ -110,7 +110,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
 {
     struct prof_thread *t;
     int (*start)(void);
-    uint64_t cap;
+    uint64_t cap, warm;
 
     if (attach_state != 0) {
         if (attach_state == 3)
@@ -123,6 +123,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
     if (start == NULL || start() != 0)
         goto fail;
     cap = prof_config_get()->buffer;
+    warm = prof_config_get()->buffer_warm;
     /* Mapped, not malloc'd: attaching may happen on a thread's first zone
      * inside a signal handler, so it uses no allocator and takes no lock.
      * The warm slots (ring.h) are populated now, so that no zone takes a
@@ -139,7 +140,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
         munmap(t, state_size());
         goto oom;
     }
-    prof_ring_init(&t->hot, t->hot.ring, cap, PROF_RING_WARM);
+    prof_ring_init(&t->hot, t->hot.ring, cap, warm);
     populate(t->hot.ring, t->hot.warm * sizeof(prof_record_));
     t->hot.path = PROF_PATH_ROOT_;
     t->name = pending_name;

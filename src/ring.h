@@ -21,17 +21,23 @@
  * Warm and cold slots. A ring is large (PROF_BUFFER, 128k records by
  * default: 4 MB of address space), so that it holds what a thread records
  * at 10 M zones/s while the collector is kept off the CPU for several
- * milliseconds. Only its first `warm` slots (32k, 1 MB) are populated when
- * the thread attaches, and while the collector keeps up with a thread that
- * records at most 1.6 M records/s, the owner stays in them: reaching the
- * end of the warm slots with at most half of them unread, and 20 ms or
- * more after it last got there, it writes a SKIP record and moves head to
- * the start of the next lap. A faster thread, or one the collector has
- * fallen behind, runs through the cold slots too: so a thread's resident
- * ring is 1 MB unless it has needed more, and a fast thread has all 4 MB
- * to ride out a stall of the collector. The skipped slots count as filled until the
- * consumer passes the SKIP record; the owner checks room against the same
- * free-running indices, so nothing it overwrites is unread. */
+ * milliseconds. Only its first `warm` slots (32k, 1 MB, unless the user
+ * set PROF_BUFFER: then all of them) are populated when the thread
+ * attaches, and while the collector keeps up the owner stays in
+ * them: reaching the end of the warm slots with at most half of them
+ * unread, it writes a SKIP record and moves head to the start of the next
+ * lap. Once the collector has fallen behind (more than half unread there),
+ * the owner runs through the cold slots too, and goes on doing so while it
+ * records faster than the warm slots in 20 ms (1.6 M records/s): so a
+ * thread's resident ring is 1 MB unless it has needed more, and a fast
+ * thread that has met a stall has all 4 MB to ride out the next. (A fast
+ * thread always in the cold slots cost 2 ns a zone in `prof-bench zone`:
+ * 4 MB of records fall out of the caches that 1 MB stays in.) The
+ * skipped slots count as filled until the consumer passes the SKIP
+ * record; the owner checks room against the same free-running indices, so
+ * nothing it overwrites is unread. A burst that begins in a warm lap has
+ * the rest of that lap, as with a 32k ring, before the first stall moves
+ * the thread to the whole ring. */
 #ifndef PROF_RING_H
 #define PROF_RING_H
 
@@ -40,10 +46,8 @@
 
 #include "prof.h"
 
-/* The warm slots of a thread's ring (32k records, 1 MB), or all of it if
- * PROF_BUFFER is smaller; a thread goes back to them only while it takes
+/* A thread that has left its warm slots goes back only while it takes
  * 20 ms or more to fill them (1.6 M records/s or less). */
-#define PROF_RING_WARM (32u * 1024u)
 #define PROF_RING_WARM_LAP_NS 20000000u
 
 /* Give t the ring `records` of `capacity` slots (a power of two, at least
@@ -58,8 +62,7 @@ static inline void prof_ring_init(struct prof_thread_ *t, prof_record_ *records,
     t->warm = warm < capacity ? warm : capacity;
     t->warm_lap_ns = PROF_RING_WARM_LAP_NS;
     t->wake_fill = t->warm / 2;
-    /* The first lap is timed from now: a thread fast from its first zone
-     * never wraps early. */
+    /* Laps are timed from now. */
     {
         struct timespec ts;
         if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)

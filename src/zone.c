@@ -179,13 +179,15 @@ PROF_API void prof_zone_end(prof_zone *zone)
         prof_zone_end_inline_(zone);
 }
 
-/* Whether the thread, reaching the end of its warm slots with the collector
- * keeping up, should go back to them: only if it took warm_lap_ns (ring.h)
- * or longer to fill them. A warm lap rides out a stall of the collector
- * only in the slots the lap has left; a thread that records faster runs
- * through all the slots, cold ones included, and so has the whole ring to
- * ride it out. The coarse clock (a few ms resolution, no system call) is
- * enough to tell a 20 ms lap. */
+/* Whether a thread that has run through its cold slots, reaching the end
+ * of the warm ones with the collector keeping up, may go back to them:
+ * only if it took warm_lap_ns (ring.h) or longer to fill them, or as long
+ * for as many records since it last looked. A warm lap rides out a stall
+ * of the collector only in the slots the lap has left, so a thread that
+ * needed the cold slots once keeps them while it records fast. Called at
+ * every look past the warm slots, so that the time is always recent. The
+ * coarse clock (a few ms resolution, no system call) is enough to tell a
+ * 20 ms lap. */
 static int slow_enough_to_wrap(struct prof_thread_ *t, uint64_t head)
 {
     struct timespec ts;
@@ -197,8 +199,9 @@ static int slow_enough_to_wrap(struct prof_thread_ *t, uint64_t head)
     elapsed = now - t->lap_ns;
     t->lap_head = head;
     t->lap_ns = now;
-    /* records / elapsed <= warm / warm_lap_ns, without division. */
-    return (unsigned __int128)records * t->warm_lap_ns <= (unsigned __int128)elapsed * t->warm;
+    /* records / elapsed <= warm / warm_lap_ns, without a division by 0
+     * (in double: an hour in ns times 32k would overflow 64 bits). */
+    return (double)records * (double)t->warm_lap_ns <= (double)elapsed * (double)t->warm;
 }
 
 /* The out-of-line half of prof_ring_push_ (prof.h); the ring's layout,
@@ -236,11 +239,13 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
     }
     if (pos < t->warm) {
         /* In the warm slots, whatever the lap. */
-    } else if (fill > t->warm / 2 || !slow_enough_to_wrap(t, head)) {
-        /* A lap through all the slots: the collector is woken only at half
-         * of them. (Waking it at every quarter of the warm slots instead
-         * dropped records at 10 M zones/s on a 2-vCPU VM, where waking it
-         * at half of a 128k ring dropped none.) */
+    } else if (fill > t->warm / 2 || (!slow_enough_to_wrap(t, head) &&
+                                      t->wake_fill > t->warm / 2)) {
+        /* A lap through all the slots: the collector fell behind, or it
+         * did once and the thread is still fast. The collector is woken
+         * only at half of them. (Waking it at every quarter of the warm
+         * slots instead dropped records at 10 M zones/s on a 2-vCPU VM,
+         * where waking it at half of a 128k ring dropped none.) */
         t->wake_fill = (t->mask + 1) / 2;
     } else {
         /* Back to the warm slots. The skipped ones are free (fill <= pos),

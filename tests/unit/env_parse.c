@@ -196,8 +196,10 @@ static void check_defaults_except(const struct prof_config *cfg, const char *var
     }
     if (strcmp(var, "PROF_SUMMARY_FORMAT") != 0)
         CHECK_EQ(cfg->format, PROF_FORMAT_TEXT);
-    if (strcmp(var, "PROF_BUFFER") != 0)
+    if (strcmp(var, "PROF_BUFFER") != 0) {
         CHECK_EQ(cfg->buffer, PROF_BUFFER_DEFAULT);
+        CHECK_EQ(cfg->buffer_warm, PROF_BUFFER_DEFAULT_WARM);   /* 1 MB resident of 4 */
+    }
     if (strcmp(var, "PROF_TRACE") != 0)
         CHECK(cfg->trace_path == NULL);
     if (strcmp(var, "PROF_TRACE_STEPS") != 0) {
@@ -317,6 +319,7 @@ static void test_config(void)
     CHECK_EQ(cfg.buffer, 128);
     good("PROF_BUFFER", "64k", &cfg);
     CHECK_EQ(cfg.buffer, 65536);
+    CHECK_EQ(cfg.buffer_warm, 65536);                /* a ring the user sized: all resident */
     good("PROF_BUFFER", "16M", &cfg);
     CHECK_EQ(cfg.buffer, PROF_BUFFER_MAX);
     bad("PROF_BUFFER", "0", "\"0\"");
