@@ -19,7 +19,7 @@
 
 #include "bench.h"
 
-#define ZONES 16000   /* under half the default ring: no wake on fill mid-run */
+#define ZONES 16000   /* under half a ring's warm slots: no wake on fill mid-run */
 #define RUNS 51
 
 /* Median ns per zone; *drain_s gets the total time spent flushing. */
