@@ -219,7 +219,7 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
     uint64_t backlog = tail < t->skip_end ? fill - t->skip_len : fill;
 
     /* Wake the collector once per crossing of the mark, and again if the
-     * ring has gained another quarter of the warm slots since: the
+     * ring has gained another half of the warm slots since: the
      * collector drains what was there when it looked, then sleeps, so it
      * may sleep with the ring still above the mark. (Waking it again at
      * every look that found it had drained some dropped far more at 10 M
