@@ -624,8 +624,6 @@ struct prof_thread_ {
     uint32_t depth;                /* open zones, | PROF_DEPTH_REPAIR_ */
     uint32_t busy;                 /* nonzero while the owner edits the ring */
     uint32_t path;                 /* path hash of the innermost open zone */
-    uint32_t woke;                 /* woke the collector since the ring was
-                                      last seen below wake_fill (zone.c) */
     uint64_t dead;                 /* owner: depths < 64 whose zone ended while
                                       zones inside it were still open */
     uint64_t foreign;              /* set by other threads (registry lock):
@@ -635,7 +633,8 @@ struct prof_thread_ {
                                       collector keeps up (ring.h) */
     uint64_t wake_fill;            /* past this fill, wake the collector: half
                                       of the slots in use, warm or all */
-    uint64_t woke_fill;            /* the fill when the owner last woke it */
+    uint64_t woke_fill;            /* the fill when the owner last woke it,
+                                      0 once seen below wake_fill (zone.c) */
     uint64_t skip_end;             /* the last early wrap: head after it, */
     uint64_t skip_len;             /* and the empty slots it skipped */
     uint64_t warm_lap_ns;          /* back to the warm slots only from a lap

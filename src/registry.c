@@ -20,6 +20,7 @@
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
+#include "slab.h"
 
 PROF_API __thread struct prof_thread_ *prof_thread_self_ __attribute__((tls_model("initial-exec")));
 
@@ -82,20 +83,6 @@ void prof_registry_splice_locked(void)
     }
 }
 
-#ifndef MADV_POPULATE_WRITE
-#  define MADV_POPULATE_WRITE 23    /* Linux 5.14 */
-#endif
-
-/* Fault in [p, p + bytes) of a fresh mapping now: one call where the kernel
- * has it, else a store per page (async-signal-safe either way). */
-static void populate(void *p, size_t bytes)
-{
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0) {
-        for (size_t i = 0; i < bytes; i += 4096)
-            ((volatile char *)p)[i] = 0;
-    }
-}
-
 static size_t state_size(void)
 {
     return (sizeof(struct prof_thread) + 4095) & ~(size_t)4095;
@@ -141,7 +128,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
         goto oom;
     }
     prof_ring_init(&t->hot, t->hot.ring, cap, warm);
-    populate(t->hot.ring, t->hot.warm * sizeof(prof_record_));
+    prof_populate(t->hot.ring, t->hot.warm * sizeof(prof_record_));
     t->hot.path = PROF_PATH_ROOT_;
     t->name = pending_name;
     t->tid = (uint32_t)syscall(SYS_gettid);

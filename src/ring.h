@@ -80,7 +80,7 @@ static inline void prof_ring_init(struct prof_thread_ *t, prof_record_ *records,
 static inline void prof_ring_look_again(struct prof_thread_ *t)
 {
     t->check_base = t->head - t->check - 1;
-    t->woke = 0;
+    t->woke_fill = 0;
 }
 
 /* The consumer's view of a ring for one drain. The geometry is copied out

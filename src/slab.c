@@ -11,19 +11,26 @@
 #  define MADV_POPULATE_WRITE 23    /* Linux 5.14; older kernels refuse it */
 #endif
 
+void prof_populate(void *p, size_t bytes)
+{
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+
+    if (hi <= lo || madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0)
+        return;
+    for (volatile char *q = (volatile char *)lo; (uintptr_t)q < hi; q += 4096)
+        *q = *q;
+}
+
 static int chunk_new(struct prof_slab *s)
 {
     char *c = malloc(CHUNK);
-    uintptr_t lo, hi;
 
     if (c == NULL)
         return -1;
-    /* Fault the chunk's pages in with one call instead of one fault per
-     * page as blocks are first touched. Failure only costs those faults. */
-    lo = ((uintptr_t)c + 4095) & ~(uintptr_t)4095;
-    hi = ((uintptr_t)c + CHUNK) & ~(uintptr_t)4095;
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+    /* Fault the chunk's pages in at once instead of one fault per page as
+     * blocks are first touched. */
+    prof_populate(c, CHUNK);
     *(void **)(void *)c = s->chunks;
     s->chunks = c;
     s->cur = c + 16;

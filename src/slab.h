@@ -26,4 +26,10 @@ void *prof_slab_alloc(struct prof_slab *s);
 /* Give a block back (NULL is ignored). */
 void prof_slab_free(struct prof_slab *s, void *p);
 
+/* Fault in the whole pages of [p, p + bytes) now, contents kept: one
+ * madvise where the kernel has MADV_POPULATE_WRITE (Linux 5.14), else a
+ * store per page. Async-signal-safe (a thread's ring is populated on its
+ * first zone, which may be in a signal handler). */
+void prof_populate(void *p, size_t bytes);
+
 #endif

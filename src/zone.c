@@ -225,9 +225,8 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
      * every look that found it had drained some dropped far more at 10 M
      * zones/s: a collector woken that often ran late.) */
     if (backlog <= t->wake_fill) {
-        t->woke = 0;
-    } else if (!t->woke || backlog >= t->woke_fill + 2 * step) {
-        t->woke = 1;
+        t->woke_fill = 0;
+    } else if (t->woke_fill == 0 || backlog >= t->woke_fill + 2 * step) {
         t->woke_fill = backlog;
         prof_wake_collector();
     }
