@@ -75,25 +75,37 @@ static const char pairs[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+/* Digits counted first, then written in place from the last: no scratch
+ * copy (a copy of a variable length is a call to memcpy, which cost more
+ * than the digits in the trace's hot loop). */
 size_t prof_fmt_u64(char *out, uint64_t v)
 {
-    char tmp[20];
-    size_t i = sizeof tmp, n;
+    static const uint64_t pow10[20] = {
+        1u, 10u, 100u, 1000u, 10000u, 100000u, 1000000u, 10000000u, 100000000u,
+        1000000000u, 10000000000u, 100000000000u, 1000000000000u, 10000000000000u,
+        100000000000000u, 1000000000000000u, 10000000000000000u, 100000000000000000u,
+        1000000000000000000u, 10000000000000000000u};
+    unsigned n;
+    char *p;
 
+    if (v < 10) {
+        out[0] = (char)('0' + v);
+        return 1;
+    }
+    /* floor(log10(2^bits)) by 1233/4096 ~ log10(2), then one compare. */
+    n = (unsigned)(64 - __builtin_clzll(v)) * 1233u >> 12;
+    n += v >= pow10[n];
+    p = out + n;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
-        i -= 2;
-        memcpy(tmp + i, pairs + 2 * r, 2);
+        p -= 2;
+        memcpy(p, pairs + 2 * r, 2);
     }
-    if (v >= 10) {
-        i -= 2;
-        memcpy(tmp + i, pairs + 2 * v, 2);
-    } else {
-        tmp[--i] = (char)('0' + v);
-    }
-    n = sizeof tmp - i;
-    memcpy(out, tmp + i, n);
+    if (v >= 10)
+        memcpy(p - 2, pairs + 2 * v, 2);
+    else
+        p[-1] = (char)('0' + v);
     return n;
 }
 

@@ -79,6 +79,10 @@ static unsigned nstreams;
 static uint64_t last_dropped;
 static uint64_t nonfinite;       /* counter samples not written: NaN or Inf */
 static size_t open_event = SIZE_MAX;   /* buffer offset of the event not yet placed */
+static int pad_pages;            /* plain JSON: events kept off page boundaries */
+/* Buffer length up to which room() says yes without looking: the next
+ * look at the writer's failure and the size limit (every 4 KB). */
+static size_t stop_at;
 
 /* ts as written: ns since the origin, never 0 (viewers treat 0 as unset). */
 static uint64_t rel(uint64_t ns)
@@ -99,22 +103,12 @@ int prof_trace_active(void)
     return state == ON;
 }
 
-/* Place the last event so that it does not straddle a page boundary of the
- * file (see the top of this file). */
-static void event_place(void)
+/* Move the event at buffer offset at, of len bytes, pad bytes on, with
+ * spaces in front of it. */
+static void __attribute__((noinline)) event_pad(size_t at, size_t len, size_t pad)
 {
     static const char spaces[64] = "                                                               ";
-    size_t at = open_event, len, pad;
-    uint64_t pos;
 
-    open_event = SIZE_MAX;
-    if (at == SIZE_MAX || buf.failed || at > buf.len || prof_trace_out_is_gz())
-        return;
-    len = buf.len - at;
-    pos = text_out + at;
-    if (pos % PAGE == 0 || pos / PAGE == (pos + len - 1) / PAGE || len > PAGE)
-        return;
-    pad = PAGE - pos % PAGE;
     for (size_t n = pad; n > 0;) {     /* grow by pad bytes */
         size_t k = n < sizeof spaces ? n : sizeof spaces;
         prof_buf_put(&buf, spaces, k);
@@ -124,6 +118,24 @@ static void event_place(void)
         return;
     memmove(buf.data + at + pad, buf.data + at, len);
     memset(buf.data + at, ' ', pad);
+}
+
+/* Place the last event so that it does not straddle a page boundary of the
+ * file (see the top of this file). Once per event: the common case is two
+ * compares. */
+static inline void event_place(void)
+{
+    size_t at = open_event, len;
+    uint64_t pos;
+
+    open_event = SIZE_MAX;
+    if (at >= buf.len || !pad_pages || buf.failed)
+        return;
+    len = buf.len - at;
+    pos = text_out + at;
+    if (pos / PAGE == (pos + len - 1) / PAGE || pos % PAGE == 0 || len > PAGE)
+        return;
+    event_pad(at, len, PAGE - pos % PAGE);
 }
 
 static void event_start(void)
@@ -158,6 +170,7 @@ void prof_trace_flush(void)
             prof_trace_out_abandon();
         return;
     }
+    stop_at = 0;
     if (buf.len == 0)
         return;
     text_out += buf.len;
@@ -234,6 +247,8 @@ int prof_trace_open(void)
     if ((err = prof_trace_out_open(path)) != 0)
         return err;
     state = ON;
+    stop_at = 0;
+    pad_pages = !prof_trace_out_is_gz();
     text_out = nevents = nonfinite = 0;
     nstreams = 0;
     last_dropped = 0;
@@ -256,20 +271,15 @@ int prof_trace_open(void)
     return 0;
 }
 
-static void thread_meta(struct prof_thread *t)
+static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t, const char *name)
 {
-    const char *name = __atomic_load_n(&t->name, __ATOMIC_RELAXED);
     /* The process's main thread is the one whose tid is the pid, whichever
      * thread recorded first; it sorts first. */
     int is_main = t->tid == (uint32_t)prof_process_get()->pid;
     long sort = is_main ? 0 : (long)t->index + 1;
     char fallback[32];
 
-    if (t->traced_name != NULL && t->traced_name == name)
-        return;
     if (name == NULL) {
-        if (t->traced_name != NULL)
-            return;
         if (is_main)
             snprintf(fallback, sizeof fallback, "main");
         else
@@ -285,7 +295,17 @@ static void thread_meta(struct prof_thread *t)
     t->traced_name = name;
 }
 
-static int room(void)
+/* t's name and sort order, before its first event and when its name
+ * changes (a thread that never names itself gets one by its index). */
+static inline void thread_meta(struct prof_thread *t)
+{
+    const char *name = __atomic_load_n(&t->name, __ATOMIC_RELAXED);
+
+    if (t->traced_name == NULL || (name != NULL && name != t->traced_name))
+        thread_meta_write(t, name);
+}
+
+static int __attribute__((noinline)) room_look(void)
 {
     const struct prof_config *cfg = prof_config_get();
 
@@ -314,7 +334,16 @@ static int room(void)
     }
     if (buf.len >= FLUSH_AT)
         prof_trace_flush();
+    stop_at = buf.len + 4096 < FLUSH_AT ? buf.len + 4096 : FLUSH_AT;
     return state == ON;
+}
+
+/* Whether an event may be written: tracing on, the writer not failed, the
+ * size limit not reached. Looked at every 4 KB of text (what one event
+ * more costs the limit is its own size). */
+static inline int room(void)
+{
+    return state == ON && buf.len < stop_at ? 1 : room_look();
 }
 
 /* The stage's name escaped once, kept in the stage. */
@@ -323,9 +352,12 @@ static const char *json_name(struct prof_stage *s)
     if (s->json_name == NULL) {
         struct prof_buf tmp = {0};
         prof_buf_json_string(&tmp, s->name);
-        s->json_name = tmp.failed ? NULL : tmp.data;
-        if (tmp.failed)
+        if (tmp.failed || tmp.len > UINT32_MAX) {
             prof_buf_free(&tmp);
+            return NULL;
+        }
+        s->json_name = tmp.data;
+        s->json_name_len = (uint32_t)tmp.len;
     }
     return s->json_name;
 }
@@ -339,19 +371,14 @@ static struct prof_map site_args;
 static const char *zone_args(const char *raw)
 {
     static const char none[] = "";
-    static const char *last_raw, *last_args;    /* runs of one name */
     const struct prof_site_ *site;
     struct prof_buf src = {0}, out = {0};
     const char *a;
 
     if (raw == NULL)
         return none;
-    if (raw == last_raw)
-        return last_args;
-    if ((a = prof_map_get(&site_args, (uintptr_t)raw)) != NULL) {
-        last_raw = raw;
-        return last_args = a;
-    }
+    if ((a = prof_map_get(&site_args, (uintptr_t)raw)) != NULL)
+        return a;
     a = none;
     if ((site = prof_site_of(raw)) != NULL && site->file != NULL) {
         prof_buf_puts(&src, site->file);
@@ -376,29 +403,46 @@ static const char *zone_args(const char *raw)
 
 #define LIT(q, s) (memcpy((q), (s), sizeof(s) - 1), (q) += sizeof(s) - 1)
 
-/* One X event, formatted in place: the hot loop of tracing. */
-static void zone_event(struct prof_stage *s, const char *args, const char *cat_ph,
+/* One X event, formatted in place: the hot loop of tracing. Everything
+ * but the numbers is text made once (the stage's name, the site's args,
+ * the pid) and copied; the event is written with one reservation. */
+static void zone_event(struct prof_stage *s, const char *raw, const char *cat_ph,
                        size_t cat_len, uint32_t tid, uint64_t rel_start, uint64_t dur)
 {
-    const char *name = json_name(s);
-    size_t nlen, alen = strlen(args);
+    const char *name = json_name(s), *args = "";
+    size_t nlen = 0, alen = 0;
     char *p, *q;
 
-    if (name == NULL) {              /* out of memory: the slow way */
-        event_start();
-        prof_buf_puts(&buf, "\"name\":");
-        prof_buf_json_string(&buf, s->name);
-        name = "";
-    } else {
-        event_start();
-        prof_buf_puts(&buf, "\"name\":");
+    if (raw != NULL) {
+        /* Most stages have one call site: its args are kept on the stage. */
+        if (s->trace_raw != raw) {
+            const char *a = zone_args(raw);
+            s->trace_args = a;
+            s->trace_args_len = (uint32_t)strlen(a);
+            s->trace_raw = raw;
+        }
+        args = s->trace_args;
+        alen = s->trace_args_len;
     }
-    nlen = strlen(name);
-    if ((p = prof_buf_room(&buf, nlen + alen + cat_len + pid_len + 80)) == NULL)
+    event_place();
+    open_event = buf.len;
+    if (name == NULL) {              /* out of memory: the slow way */
+        prof_buf_puts(&buf, nevents++ ? "\n,{\"name\":" : "[{\"name\":");
+        prof_buf_json_string(&buf, s->name);
+    } else {
+        nlen = s->json_name_len;
+    }
+    if ((p = prof_buf_room(&buf, nlen + alen + cat_len + pid_len + 96)) == NULL)
         return;
     q = p;
-    memcpy(q, name, nlen);
-    q += nlen;
+    if (name != NULL) {
+        if (nevents++)
+            LIT(q, "\n,{\"name\":");
+        else
+            LIT(q, "[{\"name\":");
+        memcpy(q, name, nlen);
+        q += nlen;
+    }
     memcpy(q, cat_ph, cat_len);
     q += cat_len;
     memcpy(q, pid_text, pid_len);
@@ -486,8 +530,7 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *ra
         return;
     prof_trace_place(t, depth, &start_ns, &end_ns);
     thread_meta(t);
-    zone_event(s, zone_args(raw), cpu, sizeof cpu - 1, t->tid, rel(start_ns),
-               end_ns - start_ns);
+    zone_event(s, raw, cpu, sizeof cpu - 1, t->tid, rel(start_ns), end_ns - start_ns);
 }
 
 static uint32_t gpu_track(int device, uint64_t stream)
@@ -518,7 +561,7 @@ void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint
     if (!room())
         return;
     tid = gpu_track(device, stream);
-    zone_event(s, "", gpu, sizeof gpu - 1, tid, rel(start_ns),
+    zone_event(s, NULL, gpu, sizeof gpu - 1, tid, rel(start_ns),
                end_ns > start_ns ? end_ns - start_ns : 0);
 }
 
