@@ -115,6 +115,25 @@ def test_unterminated_only_with_the_flag(write):
     assert check(write('empty.json', '['), '--allow-unterminated').returncode == 0
 
 
+def test_cut_gzip_drops_only_its_last_event(write):
+    """A kill inside the write of a compressed batch cuts that batch's last
+    event (docs/TRACE.md): with the flag, the events before it are read;
+    a plain file cut the same way is still rejected (padding keeps its
+    events whole)."""
+    import zlib
+    text = synth.trace_text(lines(2), terminated=False).encode()
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    whole = c.compress(text) + c.flush(zlib.Z_SYNC_FLUSH)
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    cut = c.compress(text[:-30]) + c.flush(zlib.Z_SYNC_FLUSH)
+    n_whole = len(trace_check.check_trace(write('whole.json.gz', whole), allow_unterminated=True))
+    f = write('cut.json.gz', cut)
+    assert check(f).returncode == 1
+    assert check(f, '--allow-unterminated').returncode == 0
+    assert len(trace_check.check_trace(f, allow_unterminated=True)) == n_whole - 1
+    assert check(write('cut.json', text[:-30]), '--allow-unterminated').returncode == 1
+
+
 def test_expectations(write):
     f = write('t.json', synth.trace_text(lines(2)))
     p = check(f, '--expect-stage', 'nope')
