@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +47,16 @@ static inline void bench_require_env(char **argv, const char *name, const char *
     execv("/proc/self/exe", argv);
     perror("exec");
     exit(1);
+}
+
+/* Remove a trace the benchmark wrote, and only a regular file: a path the
+ * user gave may be /dev/null or a FIFO, which unlink would take away. */
+static inline void bench_remove_trace(const char *path)
+{
+    struct stat st;
+
+    if (path != NULL && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+        unlink(path);
 }
 
 /* ns per zone over n empty zones named name. noinline keeps the loop

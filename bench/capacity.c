@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 
         printf("prof-bench capacity: %s trace_events_per_s=%.1f\n", argc > 2 ? argv[2] : "", tr);
         prof_shutdown();
-        unlink(getenv("PROF_TRACE"));
+        bench_remove_trace(getenv("PROF_TRACE"));
         return 0;
     } else {
         char line[256];

@@ -83,7 +83,7 @@ int main(int argc, char **argv)
         snprintf(buf, sizeof buf, "%.0f %.1f %.2f %.1f", events / drain_s,
                  (double)st.st_size / drain_s / 1e6, zone_ns, (double)st.st_size / events);
         setenv("PROF_BENCH_PLAIN", buf, 1);
-        unlink(path);
+        bench_remove_trace(path);
         snprintf(gzpath, sizeof gzpath, "%s.gz", path);
         setenv("PROF_TRACE", gzpath, 1);
         execv("/proc/self/exe", argv);
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
                "gz_bytes_per_event=%.1f\n",
                ev_s, mb_s, ztr, getenv("PROF_BENCH_UNTRACED"), bpe, events / drain_s,
                (double)st.st_size / events);
-        unlink(getenv("PROF_TRACE"));
+        bench_remove_trace(getenv("PROF_TRACE"));
     }
     return 0;
 }

@@ -34,8 +34,9 @@ void prof_buf_commit(struct prof_buf *b, size_t k);
 
 /* Locale-free formatting into a caller's array; each returns the length
  * written (no terminating NUL unless said).
- * prof_fmt_u64: at most 20 bytes. prof_fmt_us: ns as microseconds with
- * three decimals, at most 24 bytes. */
+ * prof_fmt_u64: out must have room for 20 bytes; those past the length
+ * returned may be overwritten. prof_fmt_us: ns as microseconds with three
+ * decimals, room for 24 bytes (the same). */
 size_t prof_fmt_u64(char *out, uint64_t v);
 size_t prof_fmt_us(char *out, uint64_t ns);
 /* printf-like "%.*f" and "%.*g" (sig 1-17) and prof_buf_double's form,

@@ -32,7 +32,7 @@ struct prof_thread {
      * ended, the earliest start and what that start could not precede.
      * 0 = none. */
     uint64_t trace_end;
-    double trace_end_v;          /* that zone's end as a viewer computes it */
+    uint64_t trace_end_start;    /* the start of the zone that ended there */
     uint64_t trace_first[PROF_MAX_DEPTH_ + 1];
     uint64_t trace_floor[PROF_MAX_DEPTH_ + 1];
     uint32_t trace_depth;        /* deepest depth with a trace_first */

@@ -645,7 +645,7 @@ static void stage_free(void *p)
 
     acc_clear(&s->run);
     acc_clear(&s->win);
-    free(s->json_name);
+    free(s->trace_head);
     prof_slab_free(&stage_slab, s);
 }
 

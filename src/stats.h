@@ -25,11 +25,12 @@ struct prof_stage {
     uint32_t flags;              /* PROF_STAGE_GPU */
     struct prof_stage *fixed_parent;  /* GPU stages: their CPU stage */
     struct prof_acc run, win;
-    /* The trace's text for the stage (trace.c), made on first use: the
-     * name escaped for JSON, and the args of the last call site traced
-     * (raw name pointer -> args, owned by trace.c). */
-    char *json_name;
-    uint32_t json_name_len, trace_args_len;
+    /* The trace's text for the stage (trace.c): the start of its events,
+     * made once per trace file and category (trace_gen), and the args of the last call
+     * site traced (raw name pointer -> args, owned by trace.c). */
+    char *trace_head;
+    uint32_t trace_head_len, trace_args_len;
+    uint64_t trace_gen;
     const char *trace_raw, *trace_args;
     /* Scratch for building the summary tree. */
     struct prof_stage *parent;

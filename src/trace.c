@@ -73,6 +73,7 @@ static uint64_t nevents;
 static uint64_t origin_ns;       /* CLOCK_MONOTONIC ns of ts 0 */
 static char pid_text[24];        /* ",\"pid\":<pid>,\"tid\":" */
 static size_t pid_len;
+static uint64_t gen;             /* trace files opened: the stages' text is per file */
 static uint64_t streams[MAX_STREAMS];
 static int stream_device[MAX_STREAMS];
 static unsigned nstreams;
@@ -248,6 +249,7 @@ int prof_trace_open(void)
         return err;
     state = ON;
     stop_at = 0;
+    gen++;
     pad_pages = !prof_trace_out_is_gz();
     text_out = nevents = nonfinite = 0;
     nstreams = 0;
@@ -346,20 +348,33 @@ static inline int room(void)
     return state == ON && buf.len < stop_at ? 1 : room_look();
 }
 
-/* The stage's name escaped once, kept in the stage. */
-static const char *json_name(struct prof_stage *s)
+/* What a zone event of stage s begins with, after "\n,{": its name, phase,
+ * category (the event's source: a CPU zone named "x [gpu]" shares the GPU
+ * zones' stage), pid and "tid": made once per trace file (the pid is the
+ * file's: a forked child opens its own) and category, kept in the stage. */
+static const char *stage_head(struct prof_stage *s, int is_gpu)
 {
-    if (s->json_name == NULL) {
-        struct prof_buf tmp = {0};
-        prof_buf_json_string(&tmp, s->name);
-        if (tmp.failed || tmp.len > UINT32_MAX) {
-            prof_buf_free(&tmp);
-            return NULL;
-        }
-        s->json_name = tmp.data;
-        s->json_name_len = (uint32_t)tmp.len;
+    static const char cpu[] = ",\"ph\":\"X\",\"cat\":\"cpu\"";
+    static const char gpu[] = ",\"ph\":\"X\",\"cat\":\"gpu\"";
+    struct prof_buf tmp = {0};
+
+    uint64_t key = gen * 2 + (is_gpu != 0);
+
+    if (s->trace_gen == key && s->trace_head != NULL)
+        return s->trace_head;
+    prof_buf_puts(&tmp, "\"name\":");
+    prof_buf_json_string(&tmp, s->name);
+    prof_buf_puts(&tmp, is_gpu ? gpu : cpu);
+    prof_buf_put(&tmp, pid_text, pid_len);
+    if (tmp.failed || tmp.len > UINT32_MAX) {
+        prof_buf_free(&tmp);
+        return NULL;
     }
-    return s->json_name;
+    free(s->trace_head);
+    s->trace_head = tmp.data;
+    s->trace_head_len = (uint32_t)tmp.len;
+    s->trace_gen = key;
+    return s->trace_head;
 }
 
 /* A zone's call site as args, ",\"args\":{\"src\":\"file:line\"}",
@@ -404,13 +419,13 @@ static const char *zone_args(const char *raw)
 #define LIT(q, s) (memcpy((q), (s), sizeof(s) - 1), (q) += sizeof(s) - 1)
 
 /* One X event, formatted in place: the hot loop of tracing. Everything
- * but the numbers is text made once (the stage's name, the site's args,
- * the pid) and copied; the event is written with one reservation. */
-static void zone_event(struct prof_stage *s, const char *raw, const char *cat_ph,
-                       size_t cat_len, uint32_t tid, uint64_t rel_start, uint64_t dur)
+ * but the numbers is text made once (the stage's head, the site's args)
+ * and copied; the event is written with one reservation. */
+static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32_t tid,
+                       uint64_t rel_start, uint64_t dur)
 {
-    const char *name = json_name(s), *args = "";
-    size_t nlen = 0, alen = 0;
+    const char *head = stage_head(s, is_gpu), *args = "";
+    size_t hlen = 0, alen = 0;
     char *p, *q;
 
     if (raw != NULL) {
@@ -424,29 +439,29 @@ static void zone_event(struct prof_stage *s, const char *raw, const char *cat_ph
         args = s->trace_args;
         alen = s->trace_args_len;
     }
-    event_place();
-    open_event = buf.len;
-    if (name == NULL) {              /* out of memory: the slow way */
-        prof_buf_puts(&buf, nevents++ ? "\n,{\"name\":" : "[{\"name\":");
+    if (head == NULL) {              /* out of memory: the slow way */
+        event_start();
+        prof_buf_puts(&buf, "\"name\":");
         prof_buf_json_string(&buf, s->name);
+        prof_buf_puts(&buf, ",\"ph\":\"X\",\"cat\":");
+        prof_buf_puts(&buf, is_gpu ? "\"gpu\"" : "\"cpu\"");
+        prof_buf_put(&buf, pid_text, pid_len);
     } else {
-        nlen = s->json_name_len;
+        event_place();
+        open_event = buf.len;
+        hlen = s->trace_head_len;
     }
-    if ((p = prof_buf_room(&buf, nlen + alen + cat_len + pid_len + 96)) == NULL)
+    if ((p = prof_buf_room(&buf, hlen + alen + 96)) == NULL)
         return;
     q = p;
-    if (name != NULL) {
+    if (head != NULL) {
         if (nevents++)
-            LIT(q, "\n,{\"name\":");
+            LIT(q, "\n,{");
         else
-            LIT(q, "[{\"name\":");
-        memcpy(q, name, nlen);
-        q += nlen;
+            LIT(q, "[{");
+        memcpy(q, head, hlen);
+        q += hlen;
     }
-    memcpy(q, cat_ph, cat_len);
-    q += cat_len;
-    memcpy(q, pid_text, pid_len);
-    q += pid_len;
     q += prof_fmt_u64(q, tid);
     LIT(q, ",\"ts\":");
     q += prof_fmt_us(q, rel_start);
@@ -473,18 +488,28 @@ static void zone_event(struct prof_stage *s, const char *raw, const char *cat_ph
  * doubles, and a child that ends at its parent's nanosecond can come out
  * one ulp later than the parent (Chrome leaves it undrawn, speedscope
  * complains). So a zone's end is pushed a nanosecond later when its viewer
- * end would fall before the last one written (t->trace_end_v; a parent
- * ending at its last child's nanosecond, and so on up, a nanosecond per
- * level at most), and what follows a zone may not start before the first
- * nanosecond that a viewer reads as at or after its end (the floor: its
- * end, or one more). One nanosecond is thousands of
- * ulps at the magnitudes written (ts from the origin: below 2^40 us, about
- * 12 days of run, an ulp is under 0.25 ns). */
+ * end would fall before the last one written (a parent ending at its last
+ * child's nanosecond, and so on up, a nanosecond per level at most), and
+ * what follows a zone may not start before the first nanosecond that a
+ * viewer reads as at or after its end (the floor: its end, or one more).
+ * One nanosecond is thousands of ulps at the magnitudes written (ts from
+ * the origin: below 2^40 us, about 12 days of run, an ulp is under 0.25
+ * ns), so a viewer's value is within half a nanosecond of the exact one,
+ * and the doubles (three divisions, most of this function's time) are
+ * computed only for ends and starts within a nanosecond of the last end,
+ * and for a floor that a parent will need. */
+#define VIEW_EXACT_NS (1ull << 50)      /* 13 days: a viewer's error < 0.5 ns */
+
+/* The end of t's last zone as a viewer computes it. */
+static double last_view_end(const struct prof_thread *t)
+{
+    return view_end(rel(t->trace_end_start), t->trace_end - t->trace_end_start);
+}
+
 void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, uint64_t *end)
 {
     uint32_t d = depth > PROF_MAX_DEPTH_ - 1 ? PROF_MAX_DEPTH_ - 1 : depth;
     uint64_t first = 0, floor = UINT64_MAX;
-    double v;
 
     for (uint32_t k = d + 1; k <= t->trace_depth; k++) {
         if (t->trace_first[k] == 0)
@@ -495,8 +520,12 @@ void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, ui
             floor = t->trace_floor[k];
         t->trace_first[k] = 0;
     }
-    if (first == 0)         /* no children: after all that came before */
-        floor = t->trace_end + ((double)rel(t->trace_end) / 1000.0 < t->trace_end_v);
+    if (first == 0) {       /* no children: after all that came before */
+        if (*start <= t->trace_end || t->trace_first[d] == 0)
+            floor = t->trace_end + ((double)rel(t->trace_end) / 1000.0 < last_view_end(t));
+        else
+            floor = t->trace_end;   /* *start is past either floor: unused */
+    }
     if (*start < floor)
         *start = floor;
     if (first != 0 && *start > first)
@@ -505,9 +534,12 @@ void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, ui
         *end = *start;
     if (*end < t->trace_end)
         *end = t->trace_end;
-    v = view_end(rel(*start), *end - *start);
-    for (int i = 0; i < 4 && v < t->trace_end_v; i++)
-        v = view_end(rel(*start), ++*end - *start);
+    if (*end < t->trace_end + 2 || rel(*end) >= VIEW_EXACT_NS) {
+        double last = last_view_end(t), v = view_end(rel(*start), *end - *start);
+
+        for (int i = 0; i < 4 && v < last; i++)
+            v = view_end(rel(*start), ++*end - *start);
+    }
     if (t->trace_first[d] == 0) {
         t->trace_first[d] = *start;
         t->trace_floor[d] = floor;
@@ -517,20 +549,19 @@ void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, ui
     if (d > t->trace_depth)
         t->trace_depth = d;
     t->trace_end = *end;
-    t->trace_end_v = v;
+    t->trace_end_start = *start;
 }
 
 void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *raw,
                      uint64_t start_ns, uint64_t dur_ns, uint32_t depth)
 {
-    static const char cpu[] = ",\"ph\":\"X\",\"cat\":\"cpu\"";
     uint64_t end_ns = start_ns + dur_ns;
 
     if (!room())
         return;
     prof_trace_place(t, depth, &start_ns, &end_ns);
     thread_meta(t);
-    zone_event(s, raw, cpu, sizeof cpu - 1, t->tid, rel(start_ns), end_ns - start_ns);
+    zone_event(s, raw, 0, t->tid, rel(start_ns), end_ns - start_ns);
 }
 
 static uint32_t gpu_track(int device, uint64_t stream)
@@ -555,13 +586,12 @@ static uint32_t gpu_track(int device, uint64_t stream)
 void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint64_t start_ns,
                          uint64_t end_ns)
 {
-    static const char gpu[] = ",\"ph\":\"X\",\"cat\":\"gpu\"";
     uint32_t tid;
 
     if (!room())
         return;
     tid = gpu_track(device, stream);
-    zone_event(s, NULL, gpu, sizeof gpu - 1, tid, rel(start_ns),
+    zone_event(s, NULL, 1, tid, rel(start_ns),
                end_ns > start_ns ? end_ns - start_ns : 0);
 }
 

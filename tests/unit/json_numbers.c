@@ -1,7 +1,8 @@
 /* json_numbers.c - the integers of the trace and the summaries
  * (prof_fmt_u64, prof_fmt_us, src/json.c) read as printf writes them, at
- * every digit-count boundary and at random, and write nothing past their
- * length: a wrong digit count shifts every later field of an event. */
+ * every digit-count boundary and at random, and write nothing past the
+ * room they are given (20 and 24 bytes; bytes after the length are
+ * scratch): a wrong digit count shifts every later field of an event. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +30,7 @@ static void one(uint64_t v)
     memset(got, '#', sizeof got);
     n = prof_fmt_u64(got, v);
     snprintf(want, sizeof want, "%" PRIu64, v);
-    if (n != strlen(want) || memcmp(got, want, n) != 0 || got[n] != '#') {
+    if (n != strlen(want) || memcmp(got, want, n) != 0 || got[20] != '#') {
         if (fails++ < 10)
             fprintf(stderr, "prof_fmt_u64(%" PRIu64 "): \"%.*s\" (%zu bytes)\n", v, (int)n,
                     got, n);
@@ -37,7 +38,7 @@ static void one(uint64_t v)
     memset(got, '#', sizeof got);
     n = prof_fmt_us(got, v);
     snprintf(want, sizeof want, "%" PRIu64 ".%03u", v / 1000, (unsigned)(v % 1000));
-    if (n != strlen(want) || memcmp(got, want, n) != 0 || got[n] != '#') {
+    if (n != strlen(want) || memcmp(got, want, n) != 0 || got[24] != '#') {
         if (fails++ < 10)
             fprintf(stderr, "prof_fmt_us(%" PRIu64 "): \"%.*s\", want %s\n", v, (int)n, got,
                     want);

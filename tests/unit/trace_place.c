@@ -54,8 +54,11 @@ static uint64_t gen(uint64_t t, uint32_t depth, int siblings)
     return t;
 }
 
-/* Returns how many zones had to move. */
-static int place_all(int jitter)
+/* Returns how many zones had to move. base: ns from the trace's origin
+ * of the first zone (far from it, a viewer's doubles round ts and dur to
+ * a fraction of a nanosecond, and their sums reorder zones that end
+ * within a nanosecond of each other). */
+static int place_all(int jitter, uint64_t base)
 {
     int moved = 0;
 
@@ -66,8 +69,8 @@ static int place_all(int jitter)
     for (int i = 0; i < nz; i++) {
         if (jitter && i % 7 == 0)
             offset = (int64_t)rnd(31) - 15;   /* a new drain, a new rate */
-        z[i].s = (uint64_t)((int64_t)(1000000 + z[i].ts * 10) + offset);
-        z[i].e = (uint64_t)((int64_t)(1000000 + z[i].te * 10) + offset);
+        z[i].s = (uint64_t)((int64_t)(base + z[i].ts * 10) + offset);
+        z[i].e = (uint64_t)((int64_t)(base + z[i].te * 10) + offset);
         {
             uint64_t s0 = z[i].s, e0 = z[i].e;
 
@@ -117,17 +120,22 @@ static void check_order(void)
 
 int main(void)
 {
+    /* 1 ms, and 10 days and 3 ns (ts ~ 8.6e11 us: ulps of 0.12 ns) from
+     * the origin. */
+    static const uint64_t bases[] = {1000000u, 864000000000003u};
     int moved = 0;
 
-    for (int round = 0; round < 20; round++) {
+    for (int round = 0; round < 40; round++) {
+        uint64_t base = bases[round % 2] + (uint64_t)rnd(1000);
+
         nz = 0;
         gen(1000, 0, 40);
         CHECK_GT(nz, 100);
 
-        place_all(0);   /* exact conversion: at most the viewers' nanoseconds */
+        place_all(0, base);   /* exact conversion: at most the viewers' nanoseconds */
         check_order();
 
-        moved += place_all(1);
+        moved += place_all(1, base);
         check_order();
     }
     CHECK_GT(moved, 0);   /* the jitter did disorder zones, and they were repaired */
