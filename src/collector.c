@@ -288,10 +288,10 @@ void prof_collect_locked(void)
         prof_rt.cuda_lost_seen = lost;
     }
     /* Losses counted outside the rings: zones ended on another thread,
-     * zones begun after their thread's exit destructor, records the
+     * records of a thread with no ring (registry.h), records the
      * collector had no memory for. All are shown as dropped. */
     lost = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +
-           __atomic_load_n(&prof_zones_late, __ATOMIC_RELAXED) + prof_rt.lost_memory +
+           __atomic_load_n(&prof_records_unattached, __ATOMIC_RELAXED) + prof_rt.lost_memory +
            prof_stats_hist_lost;
     if (lost != prof_rt.loss_seen) {
         prof_rt.dropped += lost - prof_rt.loss_seen;

@@ -28,7 +28,8 @@ PROF_API __thread struct prof_thread_ *prof_thread_self_ __attribute__((tls_mode
  * a signal handler) that re-enters a zone gets a no-op zone instead of
  * recursing; 2 after a failure, so later zones give up at once; 3 after
  * the thread's exit destructor ran: zones in destructors that run later
- * record nothing rather than register the thread a second time. */
+ * record nothing rather than register the thread a second time. In 1-3
+ * every record is counted in prof_records_unattached. */
 static __thread int attach_state __attribute__((tls_model("initial-exec")));
 
 /* A name given by prof_thread_name() before this thread attached. */
@@ -36,7 +37,7 @@ static __thread const char *pending_name __attribute__((tls_model("initial-exec"
 
 struct prof_thread *prof_threads;
 uint64_t prof_threads_seen;
-uint64_t prof_zones_late;
+uint64_t prof_records_unattached;
 
 /* Threads that attached since the collector last looked: pushed without a
  * lock (so that attaching takes no lock an interrupted thread could hold),
@@ -100,8 +101,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
     uint64_t cap, warm;
 
     if (attach_state != 0) {
-        if (attach_state == 3)
-            __atomic_fetch_add(&prof_zones_late, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&prof_records_unattached, 1, __ATOMIC_RELAXED);
         return NULL;
     }
     attach_state = 1;
@@ -144,8 +144,10 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
     return &t->hot;
 oom:
     prof_log_once(&oom_logged, "out of memory for a thread's ring (PROF_BUFFER=%llu records); "
-                  "that thread's zones are not recorded", (unsigned long long)cap);
+                  "that thread's zones are not recorded (counted as dropped)",
+                  (unsigned long long)cap);
     attach_state = 2;
+    __atomic_fetch_add(&prof_records_unattached, 1, __ATOMIC_RELAXED);
     return NULL;
 fail:
     attach_state = 0;   /* not started (or not yet, in a forked child): try again later */

@@ -60,9 +60,16 @@ void prof_registry_set_start(int (*start)(void));
  * free. Any thread; takes the runtime lock (trylock). */
 void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t depth, const char *name);
 
-/* Zones begun in thread-exit destructors that ran after prof's own: not
- * recorded (the thread is gone from the registry), counted (atomic). */
-extern uint64_t prof_zones_late;
+/* Records of a thread that has no ring to push them to: not recorded,
+ * counted (atomic), like every record prof refuses. A zone (or counter,
+ * mark, step) begun in a signal handler, or an instrumented allocator,
+ * while its thread attaches (the first zone of a thread maps and
+ * populates its ring, about a millisecond: a handler that fires every
+ * 20 us lost some 70 zones there, uncounted, before this was counted);
+ * after the thread's ring could not be mapped; in a thread-exit
+ * destructor that ran after prof's own (the thread is gone from the
+ * registry). */
+extern uint64_t prof_records_unattached;
 
 /* Number of threads that ever attached, and that are attached now. */
 extern uint64_t prof_threads_seen;
