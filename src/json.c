@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "digits.h"
 #include "json.h"
 
 static int reserve(struct prof_buf *b, size_t n)
@@ -69,99 +70,14 @@ void prof_buf_commit(struct prof_buf *b, size_t k)
     b->data[b->len] = '\0';
 }
 
-/* Two digits at a time: half the divisions of a digit loop. */
-static const char pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-static const uint64_t pow10[20] = {
-    1u, 10u, 100u, 1000u, 10000u, 100000u, 1000000u, 10000000u, 100000000u,
-    1000000000u, 10000000000u, 100000000000u, 1000000000000u, 10000000000000u,
-    100000000000000u, 1000000000000000u, 10000000000000000u, 100000000000000000u,
-    1000000000000000000u, 10000000000000000000u};
-
-/* Digits in v > 0: floor(log10(2^bits)) by 1233/4096 ~ log10(2), then one
- * compare. */
-static unsigned ndigits(uint64_t v)
-{
-    unsigned n = (unsigned)(64 - __builtin_clzll(v)) * 1233u >> 12;
-
-    return n + (v >= pow10[n]);
-}
-
-static uint64_t pair(unsigned v)
-{
-    uint16_t w;
-
-    memcpy(&w, pairs + 2 * v, 2);
-    return w;
-}
-
-/* v < 10^8 as 8 digits, leading zeros included, in the bytes of a word in
- * memory order (the first digit is the lowest byte on little-endian
- * machines): two 32-bit divisions instead of four 64-bit ones. */
-static uint64_t digits8(uint32_t v)
-{
-    uint32_t hi = v / 10000, lo = v % 10000;
-    uint64_t w = pair(hi / 100) | pair(hi % 100) << 16 | pair(lo / 100) << 32 |
-                 pair(lo % 100) << 48;
-
-    if (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
-        w = __builtin_bswap64(w);
-    return w;
-}
-
-/* The last n (1-8) digits of digits8(v) at out; writes 8 bytes. */
-static void put_digits(char *out, uint32_t v, unsigned n)
-{
-    uint64_t w = digits8(v);
-
-    if (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
-        w <<= 8 * (8 - n);
-    else
-        w >>= 8 * (8 - n);
-    memcpy(out, &w, 8);
-}
-
-/* Eight-digit groups of 32-bit arithmetic, each stored as one word: the
- * trace writes three integers per event. Bytes past the length, up to the
- * 20 the caller provides, are scratch. */
 size_t prof_fmt_u64(char *out, uint64_t v)
 {
-    unsigned n, top;
-
-    if (v < 10) {
-        out[0] = (char)('0' + v);
-        return 1;
-    }
-    n = ndigits(v);
-    if (n <= 8) {
-        put_digits(out, (uint32_t)v, n);
-        return n;
-    }
-    if (n <= 16) {
-        put_digits(out, (uint32_t)(v / 100000000u), n - 8);
-        put_digits(out + n - 8, (uint32_t)(v % 100000000u), 8);
-        return n;
-    }
-    top = (unsigned)(v / 10000000000000000u);  /* 1-1844 */
-    v %= 10000000000000000u;
-    put_digits(out, top, n - 16);
-    put_digits(out + n - 16, (uint32_t)(v / 100000000u), 8);
-    put_digits(out + n - 8, (uint32_t)(v % 100000000u), 8);
-    return n;
+    return prof_digits_u64(out, v);
 }
 
 size_t prof_fmt_us(char *out, uint64_t ns)
 {
-    size_t n = prof_fmt_u64(out, ns / 1000);
-    unsigned f = (unsigned)(ns % 1000);
-
-    out[n] = '.';
-    out[n + 1] = (char)('0' + f / 100);
-    memcpy(out + n + 2, pairs + 2 * (f % 100), 2);
-    return n + 4;
+    return prof_digits_us(out, ns);
 }
 
 void prof_buf_u64(struct prof_buf *b, uint64_t v)

@@ -46,6 +46,7 @@
 
 #include "prof.h"
 #include "clock.h"
+#include "digits.h"
 #include "env.h"
 #include "json.h"
 #include "log.h"
@@ -462,11 +463,11 @@ static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32
         memcpy(q, head, hlen);
         q += hlen;
     }
-    q += prof_fmt_u64(q, tid);
+    q += prof_digits_u64(q, tid);
     LIT(q, ",\"ts\":");
-    q += prof_fmt_us(q, rel_start);
+    q += prof_digits_us(q, rel_start);
     LIT(q, ",\"dur\":");
-    q += prof_fmt_us(q, dur);
+    q += prof_digits_us(q, dur);
     memcpy(q, args, alen);
     q += alen;
     *q++ = '}';
