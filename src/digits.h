@@ -1,9 +1,9 @@
 /* digits.h - unsigned integers as decimal text, locale-free, inline: the
- * trace writes three of them per event (tid, ts, dur), and as calls into
- * another file they were a quarter of the collector's time when tracing,
- * each one a chain of dependent multiplications the processor could not
- * overlap with the next. json.h's prof_fmt_u64/prof_fmt_us are these, for
- * the rest of src/.
+ * trace writes three of them per event (tid, ts, dur), a quarter of the
+ * collector's time when tracing (perf), each a chain of dependent
+ * multiplications; inline in the formatter the three overlap (2-3% more
+ * events a second than calls into json.c). json.h's prof_fmt_u64 and
+ * prof_fmt_us are these, for the rest of src/.
  *
  * Both write whole 8-byte words: out needs room for 20 bytes (24 for
  * prof_digits_us), and the bytes past the length returned are scratch. */
