@@ -45,10 +45,12 @@ void prof_trace_close(void);
 
 /* The signal path: write the closing ']' with async-signal-safe calls only
  * (buffered events are lost; the file stays valid). Exactly one of this
- * and prof_trace_close() writes the end: whichever claims it first. If a
- * batch is being written at that moment, nothing is written here and the
- * file is left as a killed process leaves it. A gzip trace is ended with
- * prepared bytes (a stored block and the trailer), no zlib call. */
+ * and prof_trace_close() writes the end: whichever claims it first. If
+ * another thread is writing a batch (or the end) at that moment, this
+ * waits for it (half a second at most); on the writing thread itself
+ * nothing is written here and the file is left as a killed process leaves
+ * it. A gzip trace is ended with prepared bytes (a stored block and the
+ * trailer), no zlib call. */
 void prof_trace_close_from_signal(void);
 
 /* fork handlers (runtime lock held), called in every fork. */

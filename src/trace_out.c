@@ -8,14 +8,21 @@
  * signal path writes prepared bytes with one write(2): "\n]\n", or for gz
  * a final stored block holding "\n]\n" plus the gzip trailer, computed
  * after every batch (no zlib call in the handler). A signal that arrives
- * while a batch is being written finds WRITING and leaves the file as a
- * killed process does. */
+ * while another thread writes a batch (WRITING) or the end (ENDED by the
+ * close path) waits for it, half a second at most, and then ends
+ * the file or finds it closed: the trace is closed whichever of the two
+ * signals of a supervisor lands first (before, a second signal during the
+ * final drain left a plain file without its "]" one time in three, a gzip
+ * stream without its end three times in four). A signal on the writing
+ * thread itself cannot wait, and leaves the file as a killed process does. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fdio.h"
@@ -58,6 +65,8 @@ static struct prof_buf torn_zbuf __attribute__((used));
 
 /* Shared with the signal path. */
 static int wstate = W_CLOSED;
+static int writer_tid;           /* who holds WRITING, or ENDED for the close */
+static int ended_by_signal;
 static int signal_fd = -1;       /* fd as the signal path may see it */
 static unsigned char end_bytes[64];   /* what the signal path writes */
 static size_t end_len;
@@ -129,9 +138,17 @@ int prof_trace_out_open(char *p)
     __atomic_store_n(&failed, 0, __ATOMIC_RELAXED);
     memcpy(end_bytes, END_TEXT, 3);
     end_len = 3;
+    __atomic_store_n(&ended_by_signal, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&write_lock);
     return 0;
+}
+
+/* The thread that holds WRITING (or ENDED, closing): a signal handler on
+ * any other thread may wait for it. */
+static void set_writer(void)
+{
+    __atomic_store_n(&writer_tid, (int)syscall(SYS_gettid), __ATOMIC_RELAXED);
 }
 
 /* Called with WRITING or ENDED held, on the collector or an application
@@ -167,6 +184,7 @@ static void write_batch(const char *p, size_t n)
     if (!__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED))
         return;
+    set_writer();
     __atomic_add_fetch(&raw_written, n, __ATOMIC_RELAXED);
     if (gz != NULL) {
         zbuf.len = 0;
@@ -315,6 +333,7 @@ void prof_trace_out_abandon(void)
             }
         } else if (__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
                                                __ATOMIC_RELAXED)) {
+            set_writer();
             write_all("[", 1);
             if (fd >= 0) {
                 __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
@@ -338,6 +357,7 @@ void prof_trace_out_close(void)
     __atomic_store_n(&in_write, 1, __ATOMIC_RELAXED);
     if (fd >= 0 && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0, __ATOMIC_ACQUIRE,
                                                __ATOMIC_RELAXED)) {
+        set_writer();
         if (gz != NULL) {
             zbuf.len = 0;
             if (prof_gz_write(gz, END_TEXT, 3, 1, &zbuf) == 0)
@@ -370,15 +390,32 @@ void prof_trace_out_close(void)
 
 void prof_trace_out_close_from_signal(void)
 {
-    int expect = W_OPEN;
-    int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
+    static const struct timespec ms = {0, 1000000};
+    int me = (int)syscall(SYS_gettid);
 
-    /* Only whole batches were ever written, so the file ends at an event
-     * (and for gz at a sync point, where end_bytes continue it). */
-    if (f >= 0 && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0, __ATOMIC_ACQUIRE,
-                                              __ATOMIC_RELAXED) &&
-        write(f, end_bytes, end_len) < 0) {
-        /* Nothing more a signal handler may do. */
+    /* Async-signal-safe: atomics, gettid, nanosleep and one write. */
+    for (int waited = 0; waited < 500; waited++) {
+        int expect = W_OPEN;
+        int s = __atomic_load_n(&wstate, __ATOMIC_ACQUIRE);
+
+        if (s == W_OPEN && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0,
+                                                       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            /* Only whole batches were ever written, so the file ends at an
+             * event (and for gz at a sync point, where end_bytes continue
+             * it). */
+            int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
+
+            __atomic_store_n(&ended_by_signal, 1, __ATOMIC_RELEASE);
+            if (f >= 0 && write(f, end_bytes, end_len) < 0) {
+                /* Nothing more a signal handler may do. */
+            }
+            return;
+        }
+        if (s == W_CLOSED || __atomic_load_n(&ended_by_signal, __ATOMIC_ACQUIRE) ||
+            (s != W_OPEN && __atomic_load_n(&writer_tid, __ATOMIC_RELAXED) == me))
+            return;
+        if (s != W_OPEN)
+            nanosleep(&ms, NULL);
     }
 }
 
@@ -409,6 +446,7 @@ void prof_trace_out_forget(void)
      * to write, so it is dropped here. */
     __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
     __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELAXED);
+    __atomic_store_n(&ended_by_signal, 0, __ATOMIC_RELAXED);
     if (fd >= 0)
         close(fd);
     fd = -1;
