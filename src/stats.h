@@ -26,8 +26,9 @@ struct prof_stage {
     struct prof_stage *fixed_parent;  /* GPU stages: their CPU stage */
     struct prof_acc run, win;
     /* The trace's text for the stage (trace.c): the start of its events,
-     * made once per trace file and category (trace_gen), and the args of the last call
-     * site traced (raw name pointer -> args, owned by trace.c). */
+     * made once per trace file and category (trace_gen), and the args of
+     * the last call site traced (raw name pointer -> args, owned by
+     * trace.c). */
     char *trace_head;
     uint32_t trace_head_len, trace_args_len;
     uint64_t trace_gen;

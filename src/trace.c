@@ -358,7 +358,6 @@ static const char *stage_head(struct prof_stage *s, int is_gpu)
     static const char cpu[] = ",\"ph\":\"X\",\"cat\":\"cpu\"";
     static const char gpu[] = ",\"ph\":\"X\",\"cat\":\"gpu\"";
     struct prof_buf tmp = {0};
-
     uint64_t key = gen * 2 + (is_gpu != 0);
 
     if (s->trace_gen == key && s->trace_head != NULL)
@@ -497,8 +496,8 @@ static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32
  * the origin: below 2^40 us, about 12 days of run, an ulp is under 0.25
  * ns), so a viewer's value is within half a nanosecond of the exact one,
  * and the doubles (three divisions, most of this function's time) are
- * computed only for ends and starts within a nanosecond of the last end,
- * and for a floor that a parent will need. */
+ * computed only for an end within two nanoseconds of the last end, a
+ * start at or before it, and a floor that a parent will need. */
 #define VIEW_EXACT_NS (1ull << 50)      /* 13 days: a viewer's error < 0.5 ns */
 
 /* The end of t's last zone as a viewer computes it. */
