@@ -32,13 +32,7 @@
 
 PROF_API int prof_clock_is_tsc_;
 
-struct clock_params {
-    uint64_t tick0;
-    uint64_t mono0;
-    double ns_per_tick;
-};
-
-static struct clock_params params = {0, 0, 1.0};
+static struct prof_clock_map params = {0, 0, 1.0};
 static unsigned params_seq;     /* odd while the collector rewrites params */
 static int calibrated;          /* collector only */
 
@@ -120,7 +114,7 @@ static void read_pair(uint64_t *ticks, uint64_t *mono)
     }
 }
 
-static void params_publish(const struct clock_params *p)
+static void params_publish(const struct prof_clock_map *p)
 {
     unsigned seq = __atomic_load_n(&params_seq, __ATOMIC_RELAXED);
     double rate = p->ns_per_tick;
@@ -135,9 +129,9 @@ static void params_publish(const struct clock_params *p)
     __atomic_store_n(&params_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
-static struct clock_params params_read(void)
+static struct prof_clock_map params_read(void)
 {
-    struct clock_params p;
+    struct prof_clock_map p;
     unsigned s1, s2;
 
     do {
@@ -154,7 +148,7 @@ static struct clock_params params_read(void)
 
 static void clock_init_once(void)
 {
-    struct clock_params p = {0, 0, 1.0};
+    struct prof_clock_map p = {0, 0, 1.0};
     int tsc = 0;
 
 #if defined(__x86_64__) && !defined(PROF_NO_TSC)
@@ -187,7 +181,7 @@ void prof_clock_init(void)
 
 void prof_clock_calibrate(void)
 {
-    struct clock_params p = params_read();
+    struct prof_clock_map p = params_read();
     uint64_t t = 0, m = 0;
 
     if (!prof_clock_is_tsc_)
@@ -207,25 +201,28 @@ void prof_clock_calibrate(void)
     calibrated = 1;
 }
 
+void prof_clock_map_get(struct prof_clock_map *m)
+{
+    *m = params_read();
+}
+
 uint64_t prof_clock_to_ns(uint64_t ticks)
 {
-    struct clock_params p = params_read();
-    double d;
+    struct prof_clock_map m = params_read();
 
-    if (ticks >= p.tick0)
-        return p.mono0 + (uint64_t)((double)(ticks - p.tick0) * p.ns_per_tick + 0.5);
-    d = (double)(p.tick0 - ticks) * p.ns_per_tick;
-    return d >= (double)p.mono0 ? 1 : p.mono0 - (uint64_t)(d + 0.5);
+    return prof_clock_map_ns(&m, ticks);
 }
 
 uint64_t prof_clock_delta_ns(uint64_t ticks)
 {
-    return (uint64_t)((double)ticks * params_read().ns_per_tick + 0.5);
+    struct prof_clock_map m = params_read();
+
+    return prof_clock_map_delta(&m, ticks);
 }
 
 void prof_clock_source(char *buf, size_t size)
 {
-    struct clock_params p = params_read();
+    struct prof_clock_map p = params_read();
 
     if (!prof_clock_is_tsc_)
         snprintf(buf, size, "clock_gettime(CLOCK_MONOTONIC)");

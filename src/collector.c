@@ -131,10 +131,11 @@ static int children_room(struct prof_thread *t, uint32_t d)
     return 0;
 }
 
-static void take_zone(struct prof_thread *t, const prof_record_ *r)
+static void take_zone(struct prof_thread *t, const prof_record_ *r,
+                      const struct prof_clock_map *cm)
 {
     uint32_t d = r->depth;
-    uint64_t dur = r->end > r->start ? prof_clock_delta_ns(r->end - r->start) : 0;
+    uint64_t dur = r->end > r->start ? prof_clock_map_delta(cm, r->end - r->start) : 0;
     uint64_t children;
     struct prof_stage *s;
 
@@ -150,7 +151,7 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r)
     }
     prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
     if (traced(r->start))
-        prof_trace_zone(t, s, r->name, prof_clock_to_ns(r->start), dur, r->depth);
+        prof_trace_zone(t, s, r->name, prof_clock_map_ns(cm, r->start), dur, r->depth);
 }
 
 /* PROF_SKIP_STEPS=N: at the Nth step every statistic starts afresh, as
@@ -165,28 +166,29 @@ static void skip_warm_up(uint64_t at_ns)
     prof_rt.dropped = prof_rt.dropped_window = 0;
 }
 
-static void take_record(struct prof_thread *t, const prof_record_ *r)
+static void take_record(struct prof_thread *t, const prof_record_ *r,
+                        const struct prof_clock_map *cm)
 {
     double v;
 
     switch (r->kind) {
     case PROF_RECORD_ZONE_:
-        take_zone(t, r);
+        take_zone(t, r, cm);
         break;
     case PROF_RECORD_COUNTER_:
         memcpy(&v, &r->end, sizeof v);
         prof_stats_counter(r->name, v);
         if (traced(r->start))
-            prof_trace_counter(t, r->name, prof_clock_to_ns(r->start), v);
+            prof_trace_counter(t, r->name, prof_clock_map_ns(cm, r->start), v);
         break;
     case PROF_RECORD_MARK_:
         prof_stats_mark(r->name);
         if (traced(r->start))
-            prof_trace_instant(t, r->name, "mark", prof_clock_to_ns(r->start), -1);
+            prof_trace_instant(t, r->name, "mark", prof_clock_map_ns(cm, r->start), -1);
         break;
     case PROF_RECORD_STEP_:
         if (r->end == prof_config_get()->skip_steps)
-            skip_warm_up(prof_clock_to_ns(r->start));
+            skip_warm_up(prof_clock_map_ns(cm, r->start));
         /* A step summary is cut exactly at the step on the thread that
          * counts steps: its zones before the step are in the window, the
          * ones after are not. (Other threads are cut where the drain
@@ -194,12 +196,12 @@ static void take_record(struct prof_thread *t, const prof_record_ *r)
         if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
             r->end > prof_rt.summary_step_done) {
             prof_rt.summary_step_done = r->end;
-            summary_queue_locked(PROF_KIND_PERIODIC, r->end, prof_clock_to_ns(r->start));
+            summary_queue_locked(PROF_KIND_PERIODIC, r->end, prof_clock_map_ns(cm, r->start));
         }
         if (traced(r->start)) {
             char name[40];
             snprintf(name, sizeof name, "step %llu", (unsigned long long)r->end);
-            prof_trace_instant(t, name, "step", prof_clock_to_ns(r->start), (int64_t)r->end);
+            prof_trace_instant(t, name, "step", prof_clock_map_ns(cm, r->start), (int64_t)r->end);
         }
         break;
     case PROF_RECORD_CUDA_:
@@ -215,12 +217,14 @@ static void drain(struct prof_thread *t)
     /* The ring's reader protocol (ring.h): records up to head were fully
      * written by their thread; once released, the thread may reuse them. */
     struct prof_ring_reader rd;
+    struct prof_clock_map cm;
     const prof_record_ *r;
     uint64_t lost;
 
+    prof_clock_map_get(&cm);
     prof_ring_read(&t->hot, &rd);
     while ((r = prof_ring_next(&rd)) != NULL)
-        take_record(t, r);
+        take_record(t, r, &cm);
     prof_ring_release(&t->hot, rd.tail);
 
     lost = prof_ring_dropped(&t->hot);
