@@ -284,9 +284,9 @@ def check_events(events, expect_stages=(), min_events=0):
 
 
 def gunzip(data, allow_truncated=False):
-    """A gzip file's contents. One member, nothing after it. A member cut
-    short (a killed process) gives what it holds when allowed; it then has
-    no closing ']'."""
+    """A gzip file's contents, and whether its member is complete. One
+    member, nothing after it. A member cut short (a killed process) gives
+    what it holds when allowed; it then has no closing ']'."""
     d = zlib.decompressobj(31)
     try:
         out = d.decompress(data)
@@ -295,7 +295,7 @@ def gunzip(data, allow_truncated=False):
     if not d.eof:
         if not allow_truncated:
             raise TraceError('gzip stream cut short (no end of member: the process was killed?)')
-        return out
+        return out, False
     if d.unused_data:
         raise TraceError(f'{len(d.unused_data)} bytes after the gzip member')
     # The standard library's reader must agree (it checks CRC and length).
@@ -304,7 +304,7 @@ def gunzip(data, allow_truncated=False):
             raise TraceError('gzip module and zlib disagree about the contents')
     except (OSError, EOFError) as e:
         raise TraceError(f'gzip trailer rejected: {e}') from None
-    return out
+    return out, True
 
 
 def read_trace_bytes(path, allow_unterminated=False):
@@ -317,15 +317,9 @@ def read_trace_bytes(path, allow_unterminated=False):
     if path.endswith('.gz'):
         if data[:2] != b'\x1f\x8b':
             raise TraceError('named .gz but not gzip')
-        out = gunzip(data, allow_unterminated)
-        return out, not _gz_complete(data)
+        out, complete = gunzip(data, allow_unterminated)
+        return out, not complete
     return data, False
-
-
-def _gz_complete(data):
-    d = zlib.decompressobj(31)
-    d.decompress(data)
-    return d.eof
 
 
 def check_trace(path, allow_unterminated=False, expect_stages=(), min_events=0):
