@@ -6,8 +6,8 @@
  *   basic [steps]       a small training loop: two threads with names,
  *                       nested zones, a counter, marks, steps
  *   names               hostile stage, counter, mark and thread names
- *   forever             basic's loop without end; prints ready=1 once the
- *                       first events were flushed (for signal tests)
+ *   forever             basic's loop without end; prints ready=1 once both
+ *                       threads' first events were flushed (signal tests)
  *   steps N [US]        N iterations of about US microseconds (250), zone
  *                       "iter <i>" (+ "inner") each, prof_step() after each
  *   many N              N zones, flushing every 5000 (trace size cap)
@@ -67,6 +67,7 @@ static void spin_ns(uint64_t ns)
 /* ------------------------------------------------------------------------ */
 
 static int stop_workers;
+static long worker_batches;     /* load_batch zones the worker has ended */
 
 static void *worker(void *arg)
 {
@@ -76,11 +77,14 @@ static void *worker(void *arg)
     for (long i = 0; n < 0 || i < n; i++) {
         if (__atomic_load_n(&stop_workers, __ATOMIC_RELAXED))
             break;
-        PROF_ZONE("load_batch");
         {
-            PROF_ZONE("read");
-            spin_ns(20000);
+            PROF_ZONE("load_batch");
+            {
+                PROF_ZONE("read");
+                spin_ns(20000);
+            }
         }
+        __atomic_fetch_add(&worker_batches, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -131,7 +135,12 @@ static int mode_forever(void)
     for (long i = 0;; i++) {
         one_step(i);
         prof_step();
+        /* A signal test expects both threads in the trace: on a loaded
+         * machine (a sanitizer, 2 cores) the worker may not have run yet
+         * after 20 steps, and a signal then finds nothing of it. */
         if (i == 20) {
+            while (__atomic_load_n(&worker_batches, __ATOMIC_ACQUIRE) == 0)
+                sched_yield();
             prof_flush();
             printf("ready=1\npid=%d\n", (int)getpid());
             fflush(stdout);
