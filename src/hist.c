@@ -50,37 +50,48 @@ int prof_hist_record(struct prof_hist *h, uint64_t v)
     return 0;
 }
 
-double prof_hist_quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max)
+void prof_hist_quantiles(const struct prof_hist *h, const double *q, double *out, unsigned n,
+                         uint64_t min, uint64_t max)
 {
-    uint64_t rank, seen = 0;
+    uint64_t seen = 0;
+    unsigned i = 0;
 
-    if (h->count == 0)
-        return 0;
-    if (q < 0)
-        q = 0;
-    if (q > 1)
-        q = 1;
-    /* Nearest rank: the smallest value with at least q of the data at or
-     * below it. */
-    rank = (uint64_t)(q * (double)h->count + 0.999999999);
-    if (rank == 0)
-        rank = 1;
-    for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
+    if (h->count == 0 || min == max) {
+        /* Clamped to [min, max], every quantile of one value is that value:
+         * no walk for the many stages that ran once. */
+        for (i = 0; i < n; i++)
+            out[i] = h->count ? (double)min : 0;
+        return;
+    }
+    for (unsigned g = 0; g < PROF_HIST_GROUPS && i < n; g++) {
         if (h->group[g] == NULL)
             continue;
-        for (unsigned s = 0; s < PROF_HIST_SUB; s++) {
+        for (unsigned s = 0; s < PROF_HIST_SUB && i < n; s++) {
             seen += h->group[g][s];
-            if (seen >= rank) {
-                double mid = (double)bucket_lo(g, s) + (double)(bucket_width(g) - 1) / 2.0;
-                if (mid < (double)min)
-                    mid = (double)min;
-                if (mid > (double)max)
-                    mid = (double)max;
-                return mid;
+            /* Nearest rank: the smallest value with at least q of the data
+             * at or below it. */
+            for (; i < n; i++) {
+                double qi = q[i] < 0 ? 0 : q[i] > 1 ? 1 : q[i];
+                uint64_t rank = (uint64_t)(qi * (double)h->count + 0.999999999);
+                double mid;
+
+                if (seen < (rank ? rank : 1))
+                    break;
+                mid = (double)bucket_lo(g, s) + (double)(bucket_width(g) - 1) / 2.0;
+                out[i] = mid < (double)min ? (double)min : mid > (double)max ? (double)max : mid;
             }
         }
     }
-    return (double)max;
+    for (; i < n; i++)
+        out[i] = (double)max;
+}
+
+double prof_hist_quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max)
+{
+    double v;
+
+    prof_hist_quantiles(h, &q, &v, 1, min, max);
+    return v;
 }
 
 int prof_hist_merge(struct prof_hist *dst, const struct prof_hist *src)

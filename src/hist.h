@@ -27,6 +27,9 @@ int prof_hist_record(struct prof_hist *h, uint64_t value);
 /* The value at quantile q (0..1), nearest rank, as the midpoint of its
  * bucket clamped to [min, max]; 0 when empty. */
 double prof_hist_quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max);
+/* The same for n quantiles in ascending order, in one walk. */
+void prof_hist_quantiles(const struct prof_hist *h, const double *q, double *out, unsigned n,
+                         uint64_t min, uint64_t max);
 
 /* Add every count of src into dst. Returns 0 or -ENOMEM. */
 int prof_hist_merge(struct prof_hist *dst, const struct prof_hist *src);

@@ -19,6 +19,7 @@
 #include "ranks.h"
 #include "registry.h"
 #include "runtime.h"
+#include "order.h"
 #include "site.h"
 #include "stats.h"
 #include "summary.h"
@@ -468,27 +469,90 @@ PROF_API int prof_stats(const char *name, prof_stage_stats *out)
     return err;
 }
 
+/* Rows out[k] = out[order[k]] for k < n, in place, following each cycle
+ * of the permutation once (order[] is spent). */
+static void permute(prof_stage_stats *out, uint32_t *order, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        prof_stage_stats first;
+        size_t j = k;
+
+        if (order[k] == k)
+            continue;
+        first = out[k];
+        while (order[j] != k) {
+            size_t from = order[j];
+            out[j] = out[from];
+            order[j] = (uint32_t)j;
+            j = from;
+        }
+        out[j] = first;
+        order[j] = (uint32_t)j;
+    }
+}
+
+/* A million stages is 150 MB of rows and a second of sorting and page
+ * faults: the caller's rows are touched before the lock, the stages are
+ * filled under it in no order, and put in summary order after it, so the
+ * collector (and every thread waiting on the lock) is held only for the
+ * copy. */
 PROF_API int prof_stats_list(prof_stage_stats *out, size_t cap)
 {
-    struct prof_rows rows;
-    int err, n;
+    struct prof_stage **all = NULL;
+    struct prof_order_item *items = NULL;
+    uint32_t *order = NULL;
+    size_t n, len = 0;
+    uint64_t wall;
+    int err;
 
     if (out == NULL && cap > 0)
         return -EINVAL;
+    if (prof_collector_is_self())
+        return -EDEADLK;
+    if (cap > 0) {
+        pthread_mutex_lock(&prof_rt.lock);
+        n = prof_rt.started ? prof_stats_nstages() : 0;
+        pthread_mutex_unlock(&prof_rt.lock);
+        memset(out, 0, (n < cap ? n : cap) * sizeof *out);
+    }
     if ((err = lock_flushed()) != 0)
         return err;
-    if (prof_stats_rows(&rows, 0, 0) != 0) {
+    n = prof_stats_nstages();
+    if (cap == 0 || n == 0) {
         pthread_mutex_unlock(&prof_rt.lock);
-        return -ENOMEM;
+        return (int)n;
     }
-    for (size_t i = 0; i < rows.len && i < cap; i++) {
-        prof_stats_fill(rows.rows[i].stage, 0, prof_clock_now_ns() - prof_rt.start_ns, &out[i]);
-        out[i].depth = rows.rows[i].depth;
+    prof_stats_tree();
+    wall = prof_clock_now_ns() - prof_rt.start_ns;
+    if ((all = prof_stats_all(&n)) != NULL)
+        items = prof_stats_items(all, n, 0);
+    order = malloc(n * 2 * sizeof *order);
+    err = -ENOMEM;
+    if (items == NULL || order == NULL) {
+        pthread_mutex_unlock(&prof_rt.lock);
+    } else if (n <= cap) {
+        for (size_t i = 0; i < n; i++)
+            prof_stats_fill(all[i], 0, wall, &out[i]);
+        pthread_mutex_unlock(&prof_rt.lock);
+        err = prof_order_tree(items, n, order, order + n, &len);
+        if (err == 0) {
+            for (size_t k = 0; k < len; k++)
+                out[order[k]].depth = order[n + k];
+            permute(out, order, len);
+        }
+    } else {
+        /* Which stages fill the first cap rows depends on the order. */
+        err = prof_order_tree(items, n, order, order + n, &len);
+        for (size_t k = 0; err == 0 && k < len && k < cap; k++) {
+            prof_stats_fill(all[order[k]], 0, wall, &out[k]);
+            out[k].depth = order[n + k];
+        }
+        pthread_mutex_unlock(&prof_rt.lock);
     }
-    n = (int)rows.len;
-    prof_rows_free(&rows);
-    pthread_mutex_unlock(&prof_rt.lock);
-    return n;
+    free(order);
+    free(items);
+    free(all);
+    return err != 0 ? err : (int)len;
 }
 
 static void counter_fill(const struct prof_counter *c, prof_counter_stats *out)
@@ -520,23 +584,20 @@ PROF_API int prof_counter_stats_get(const char *name, prof_counter_stats *out)
 
 PROF_API int prof_counter_stats_list(prof_counter_stats *out, size_t cap)
 {
-    struct prof_rows rows;
-    int err, n;
+    struct prof_counter **counters;
+    size_t n;
+    int err;
 
     if (out == NULL && cap > 0)
         return -EINVAL;
     if ((err = lock_flushed()) != 0)
         return err;
-    if (prof_stats_rows(&rows, 0, 0) != 0) {
-        pthread_mutex_unlock(&prof_rt.lock);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < rows.ncounters && i < cap; i++)
-        counter_fill(rows.counters[i], &out[i]);
-    n = (int)rows.ncounters;
-    prof_rows_free(&rows);
+    counters = prof_stats_counters(&n);
+    for (size_t i = 0; counters != NULL && i < n && i < cap; i++)
+        counter_fill(counters[i], &out[i]);
     pthread_mutex_unlock(&prof_rt.lock);
-    return n;
+    free(counters);
+    return counters != NULL ? (int)n : -ENOMEM;
 }
 
 /* Hand b's text to an snprintf-style caller and free b: the length the

@@ -22,6 +22,7 @@
 #include "prof.h"
 #include "intern.h"
 #include "map.h"
+#include "order.h"
 #include "registry.h"
 #include "runtime.h"
 #include "site.h"
@@ -328,7 +329,6 @@ void prof_stats_tree(void)
         s->parent = s->fixed_parent;
         s->parent_weight = 0;
         s->root_weight = 0;
-        s->first_child = s->next_sibling = NULL;
         s->in_rows = 0;
         if (!(s->flags & PROF_STAGE_GPU))
             s->outer_run = s->outer_win = 0;
@@ -386,6 +386,8 @@ static uint64_t order_key(const struct prof_stage *s, int window)
 
 static int window_sort;
 
+/* The summary's order for two stages (order.c's rule); the heap below
+ * keeps the heaviest without sorting them all. */
 static int cmp_stage(const void *a, const void *b)
 {
     const struct prof_stage *x = *(struct prof_stage *const *)a;
@@ -407,17 +409,6 @@ static int cmp_mark(const void *a, const void *b)
     return strcmp((*(struct prof_mark *const *)a)->name, (*(struct prof_mark *const *)b)->name);
 }
 
-static void emit(struct prof_rows *r, struct prof_stage *s, unsigned depth)
-{
-    if (!s->in_rows)
-        return;
-    r->rows[r->len].stage = s;
-    r->rows[r->len].depth = depth;
-    r->len++;
-    for (struct prof_stage *c = s->first_child; c != NULL; c = c->next_sibling)
-        emit(r, c, depth + 1);
-}
-
 static void **collect(const struct prof_map *m, size_t *n)
 {
     void **v = malloc((m->len ? m->len : 1) * sizeof *v);
@@ -429,6 +420,15 @@ static void **collect(const struct prof_map *m, size_t *n)
         if (m->keys[i] != 0)
             v[(*n)++] = m->values[i];
     return v;
+}
+
+struct prof_counter **prof_stats_counters(size_t *n)
+{
+    struct prof_counter **c = (struct prof_counter **)collect(&counters, n);
+
+    if (c != NULL)
+        qsort(c, *n, sizeof *c, cmp_counter);
+    return c;
 }
 
 /* Sift heap[i] down a heap whose root is the stage that sorts last. */
@@ -472,25 +472,44 @@ static void mark_heaviest(struct prof_stage **all, size_t n, size_t k)
             s->in_rows = 1;
 }
 
+struct prof_order_item *prof_stats_items(struct prof_stage **all, size_t n, int window)
+{
+    struct prof_order_item *items = malloc((n ? n : 1) * sizeof *items);
+
+    if (items == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        all[i]->row = (uint32_t)i;
+    for (size_t i = 0; i < n; i++) {
+        items[i].key = order_key(all[i], window);
+        items[i].name = all[i]->name;
+        items[i].parent = all[i]->parent ? all[i]->parent->row : PROF_ORDER_ROOT;
+    }
+    return items;
+}
+
+struct prof_stage **prof_stats_all(size_t *n)
+{
+    return (struct prof_stage **)collect(&by_name, n);
+}
+
 int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
 {
     struct prof_stage **all;
-    size_t n, keep;
+    struct prof_order_item *items = NULL;
+    uint32_t *order = NULL;
+    size_t n, keep, len;
 
     memset(r, 0, sizeof *r);
     prof_stats_tree();
-    all = (struct prof_stage **)collect(&by_name, &n);
+    all = prof_stats_all(&n);
     r->rows = malloc((n ? n : 1) * sizeof *r->rows);
-    r->counters = (struct prof_counter **)collect(&counters, &r->ncounters);
+    r->counters = prof_stats_counters(&r->ncounters);
     r->marks = (struct prof_mark **)collect(&marks, &r->nmarks);
-    if (all == NULL || r->rows == NULL || r->counters == NULL || r->marks == NULL) {
-        free(all);
-        prof_rows_free(r);
-        return -ENOMEM;
-    }
+    if (all == NULL || r->rows == NULL || r->counters == NULL || r->marks == NULL)
+        goto nomem;
     r->nstages = n;
     window_sort = window;
-    qsort(r->counters, r->ncounters, sizeof *r->counters, cmp_counter);
     qsort(r->marks, r->nmarks, sizeof *r->marks, cmp_mark);
 
     /* Keep the heaviest max_rows stages and their ancestors; fold the rest
@@ -511,20 +530,27 @@ int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
         }
     }
     n = keep;
-    qsort(all, n, sizeof *all, cmp_stage);
-    /* Link children in reverse sorted order so each list ends up sorted. */
-    for (size_t i = n; i-- > 0;) {
-        struct prof_stage *s = all[i];
-        if (s->parent != NULL) {
-            s->next_sibling = s->parent->first_child;
-            s->parent->first_child = s;
-        }
+    /* A kept stage's ancestors are kept: every parent is an item. */
+    items = prof_stats_items(all, n, window);
+    order = malloc((n ? n : 1) * 2 * sizeof *order);
+    if (items == NULL || order == NULL || prof_order_tree(items, n, order, order + n, &len) != 0)
+        goto nomem;
+    for (size_t k = 0; k < len; k++) {
+        r->rows[k].stage = all[order[k]];
+        r->rows[k].depth = order[n + k];
     }
-    for (size_t i = 0; i < n; i++)
-        if (all[i]->parent == NULL)
-            emit(r, all[i], 0);
+    r->len = len;
+    free(order);
+    free(items);
     free(all);
     return 0;
+
+nomem:
+    free(order);
+    free(items);
+    free(all);
+    prof_rows_free(r);
+    return -ENOMEM;
 }
 
 void prof_rows_free(struct prof_rows *r)
@@ -538,8 +564,10 @@ void prof_rows_free(struct prof_rows *r)
 void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
                      struct prof_stage_stats *out)
 {
+    static const double q[3] = { 0.50, 0.95, 0.99 };
     const struct prof_acc *a = window ? &s->win : &s->run;
     uint64_t outer = window ? s->outer_win : s->outer_run;
+    double pct[3];
 
     memset(out, 0, sizeof *out);
     out->name = s->name;
@@ -550,9 +578,10 @@ void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
     out->min_ns = a->min;
     out->max_ns = a->max;
     out->avg_ns = a->count ? (double)a->total / (double)a->count : 0;
-    out->p50_ns = prof_hist_quantile(&a->hist, 0.50, a->min, a->max);
-    out->p95_ns = prof_hist_quantile(&a->hist, 0.95, a->min, a->max);
-    out->p99_ns = prof_hist_quantile(&a->hist, 0.99, a->min, a->max);
+    prof_hist_quantiles(&a->hist, q, pct, 3, a->min, a->max);
+    out->p50_ns = pct[0];
+    out->p95_ns = pct[1];
+    out->p99_ns = pct[2];
     out->wall_share = wall_ns ? (double)outer / (double)wall_ns : 0;
     out->flags = s->flags;
     for (const struct prof_stage *p = s->parent; p != NULL && out->depth < 1000; p = p->parent)

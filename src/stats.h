@@ -38,8 +38,8 @@ struct prof_stage {
     uint64_t parent_weight;      /* time of the heaviest node under parent */
     uint64_t root_weight;        /* time spent at the top level */
     uint64_t outer_run, outer_win;
-    struct prof_stage *first_child, *next_sibling;
     int in_rows;
+    uint32_t row;                /* index while ordering */
 };
 
 struct prof_counter_acc {
@@ -102,6 +102,18 @@ void prof_stats_tree(void);
  * which numbers order the rows. Returns 0 or -ENOMEM. */
 int prof_stats_rows(struct prof_rows *out, int window, size_t max_rows);
 void prof_rows_free(struct prof_rows *r);
+
+/* For prof_stats_list(), which orders with the lock released: every stage
+ * (*n of them, in no order; free() the array), and, with the tree built,
+ * their order items (order.h) with parents as indices into all. NULL when
+ * out of memory. */
+struct prof_order_item;
+struct prof_stage **prof_stats_all(size_t *n);
+struct prof_order_item *prof_stats_items(struct prof_stage **all, size_t n, int window);
+
+/* Every counter, sorted by name; free() the array. NULL when out of
+ * memory. */
+struct prof_counter **prof_stats_counters(size_t *n);
 
 /* Fill the public struct from a stage. wall_ns scales wall_share. */
 struct prof_stage_stats;

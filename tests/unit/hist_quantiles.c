@@ -94,6 +94,15 @@ static void check_data(const char *what, uint64_t *v, size_t n)
         CHECK_MSG(merged == got, "%s: merged q%g = %.1f, one histogram %.1f", what, qs[i], merged,
                   got);
     }
+    /* All of them in one walk (what a summary row does) equal each alone. */
+    {
+        double all[sizeof qs / sizeof qs[0]];
+        prof_hist_quantiles(&h, qs, all, sizeof qs / sizeof qs[0], min, max);
+        for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++)
+            CHECK_MSG(all[i] == prof_hist_quantile(&h, qs[i], min, max),
+                      "%s: q%g = %.1f in one walk, %.1f alone", what, qs[i], all[i],
+                      prof_hist_quantile(&h, qs[i], min, max));
+    }
     /* The ends are exact: clamped to the true min and max. */
     CHECK(prof_hist_quantile(&h, 0, min, max) >= (double)min);
     CHECK(prof_hist_quantile(&h, 1, min, max) <= (double)max);

@@ -233,6 +233,32 @@ static void test_many_stages(void)
     close_at(&root, 1000 + N * 20000);
     n = prof_stats_list(all, N + 8);
     CHECK_EQ(n, N + 1);
+    /* Every row whole and in summary order: root, then s11999 down to
+     * s00000 under it (rows are ordered with the lock released). */
+    CHECK_STR_EQ(all[0].name, "root");
+    CHECK_EQ(all[0].depth, 0);
+    CHECK(all[0].parent == NULL);
+    for (int k = 1; k <= N; k++) {
+        unsigned i = (unsigned)(N - k);
+        snprintf(name, sizeof name, "s%05u", i);
+        CHECK_STR_EQ(all[k].name, name);
+        CHECK_STR_EQ(all[k].parent, "root");
+        CHECK_EQ(all[k].depth, 1);
+        CHECK_EQ(all[k].count, 1);
+        CHECK_EQ(all[k].total_ns, (i + 1) * 1000ull);
+        CHECK_EQ(all[k].max_ns, (i + 1) * 1000ull);
+    }
+    /* A short array gets the first rows of the same order. */
+    {
+        prof_stage_stats few[3];
+        CHECK_EQ(prof_stats_list(few, 3), N + 1);
+        for (int k = 0; k < 3; k++) {
+            CHECK_STR_EQ(few[k].name, all[k].name);
+            CHECK_EQ(few[k].depth, all[k].depth);
+            CHECK_EQ(few[k].total_ns, all[k].total_ns);
+        }
+    }
+    CHECK_EQ(prof_stats_list(NULL, 0), N + 1);
 
     /* JSON: "root" and the 9,999 heaviest stages s02001..s11999 shown... */
     n = prof_summary_snprint(json, cap, PROF_FORMAT_JSON);
