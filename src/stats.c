@@ -330,6 +330,7 @@ void prof_stats_tree(void)
         s->parent_weight = 0;
         s->root_weight = 0;
         s->in_rows = 0;
+        s->walk = 0;
         if (!(s->flags & PROF_STAGE_GPU))
             s->outer_run = s->outer_win = 0;
     }
@@ -366,16 +367,19 @@ void prof_stats_tree(void)
             s->parent = NULL;
     }
     /* A stage can be the heaviest parent of its own heaviest parent (A in B
-     * here, B in A there): break such cycles by making the stage a root. */
-    for (size_t i = 0; i < by_name.cap; i++) {
-        struct prof_stage *s = by_name.values[i], *p;
-        size_t steps = 0;
-        if (by_name.keys[i] == 0)
+     * here, B in A there): break such cycles by making the stage where a
+     * walk up from some stage comes back to itself a root. Each stage is
+     * walked once (marked with the walk that reached it first), so a chain
+     * a million deep costs a million steps, not a million squared. */
+    for (size_t i = 0, walk = 0; i < by_name.cap; i++) {
+        struct prof_stage *p = by_name.values[i];
+        if (by_name.keys[i] == 0 || p->walk != 0)
             continue;
-        for (p = s->parent; p != NULL && p != s && steps <= by_name.len; p = p->parent)
-            steps++;
-        if (p != NULL)
-            s->parent = NULL;
+        walk++;
+        for (; p != NULL && p->walk == 0; p = p->parent)
+            p->walk = walk;
+        if (p != NULL && p->walk == walk)
+            p->parent = NULL;
     }
 }
 

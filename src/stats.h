@@ -39,6 +39,7 @@ struct prof_stage {
     uint64_t root_weight;        /* time spent at the top level */
     uint64_t outer_run, outer_win;
     int in_rows;
+    size_t walk;                 /* the cycle check's walk that reached it */
     uint32_t row;                /* index while ordering */
 };
 

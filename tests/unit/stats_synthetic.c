@@ -285,6 +285,74 @@ static void test_many_stages(void)
     free(json);
 }
 
+/* A chain: c_i runs inside c_(i-1) longer than it runs at the top level,
+ * so each is the child of the one before, up to N deep. The tree is built
+ * in time linear in N (its cycle check walked to the root from every
+ * stage: 2 minutes here) and the rows come out in tree order without
+ * recursion. Paths are 32-bit hashes of name pointers, so among N paths a
+ * few collide and cut the chain into a few pieces; the rows must still
+ * form a consistent tree. */
+static void test_deep_chain(void)
+{
+    enum { N = 200000 };
+    static prof_stage_stats rows[N + 1];
+    static const char *names[N + 1], *at_depth[N + 1];
+    static unsigned char seen[N + 1];
+    static char text[1 << 16];
+    size_t cap = 64u << 20;
+    char *json = malloc(cap);
+    char name[32];
+    uint64_t t = 1000;
+    uint32_t deepest = 0;
+    int n;
+
+    CHECK(json != NULL);
+    CHECK_EQ(prof_reset(), 0);
+    for (int i = 0; i <= N; i++) {
+        snprintf(name, sizeof name, "c%06d", i);
+        names[i] = prof_intern(name);
+    }
+    for (uint64_t i = 0; i < N; i++) {
+        uint64_t d = 2 * (N - i) + 2;        /* c_i at the top: D_i */
+        prof_zone outer = open_at(names[i], t), inner = open_at(names[i + 1], t + 1);
+        close_at(&inner, t + d);             /* c_(i+1) inside: D_i - 1 > D_(i+1) */
+        close_at(&outer, t + d);
+        t += d + 10;
+        if (i % 10000 == 0)
+            CHECK_EQ(prof_flush(), 0);
+    }
+    n = prof_stats_list(rows, N + 1);
+    CHECK_EQ(n, N + 1);
+    for (int k = 0; k <= N; k++) {
+        const prof_stage_stats *r = &rows[k];
+        int i = atoi(r->name + 1);
+
+        CHECK_MSG(i >= 0 && i <= N && r->name == names[i] && !seen[i], "row %d: %s", k, r->name);
+        seen[i] = 1;
+        CHECK_MSG(k > 0 ? r->depth <= rows[k - 1].depth + 1 : r->depth == 0,
+                  "row %d: depth %u after %u", k, r->depth, k ? rows[k - 1].depth : 0);
+        CHECK_MSG(r->depth == 0 ? r->parent == NULL : r->parent == at_depth[r->depth - 1],
+                  "row %d (%s, depth %u): parent %s, the row above at depth %u is %s", k,
+                  r->name, r->depth, r->parent, r->depth - 1,
+                  r->depth ? at_depth[r->depth - 1] : "-");
+        at_depth[r->depth] = r->name;
+        deepest = r->depth > deepest ? r->depth : deepest;
+    }
+    CHECK_MSG(deepest >= N / 20, "the chain is at most %u deep", deepest);
+    n = prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT);
+    CHECK(n > 0 && (size_t)n < sizeof text);
+    CHECK_STR_CONTAINS(text, "more stages");
+    n = prof_summary_snprint(json, cap, PROF_FORMAT_JSON);
+    CHECK(n > 0 && (size_t)n < cap);
+    /* The 10,000 heaviest and their ancestors shown, the rest folded. */
+    {
+        const char *f = strstr(json, "\"folded_stages\":");
+        long folded = f ? strtol(f + strlen("\"folded_stages\":"), NULL, 10) : -1;
+        CHECK_MSG(folded > 0 && folded <= N + 1 - 10000, "folded_stages %ld", folded);
+    }
+    free(json);
+}
+
 int main(void)
 {
     CHECK_EQ(prof_enable(1), 0);
@@ -295,5 +363,6 @@ int main(void)
     test_recursion();
     test_parent_choice();
     test_many_stages();
+    test_deep_chain();
     return 0;
 }
