@@ -15,11 +15,11 @@
 #include "intern.h"
 #include "log.h"
 #include "nvtx.h"
+#include "order.h"
 #include "process.h"
 #include "ranks.h"
 #include "registry.h"
 #include "runtime.h"
-#include "order.h"
 #include "site.h"
 #include "stats.h"
 #include "summary.h"
@@ -463,6 +463,9 @@ PROF_API int prof_stats(const char *name, prof_stage_stats *out)
     if ((s = prof_stats_find(name)) != NULL) {
         prof_stats_tree();
         prof_stats_fill(s, 0, prof_clock_now_ns() - prof_rt.start_ns, out);
+        /* The tree has no cycle: the walk ends. */
+        for (const struct prof_stage *p = s->parent; p != NULL; p = p->parent)
+            out->depth++;
         err = s->run.count ? 0 : -ENOENT;
     }
     pthread_mutex_unlock(&prof_rt.lock);

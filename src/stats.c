@@ -588,8 +588,6 @@ void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
     out->p99_ns = pct[2];
     out->wall_share = wall_ns ? (double)outer / (double)wall_ns : 0;
     out->flags = s->flags;
-    for (const struct prof_stage *p = s->parent; p != NULL && out->depth < 1000; p = p->parent)
-        out->depth++;
 }
 
 /* The last closed window (prof_stats_window_last): one prof_stage_stats

@@ -116,7 +116,8 @@ struct prof_order_item *prof_stats_items(struct prof_stage **all, size_t n, int 
  * memory. */
 struct prof_counter **prof_stats_counters(size_t *n);
 
-/* Fill the public struct from a stage. wall_ns scales wall_share. */
+/* Fill the public struct from a stage. wall_ns scales wall_share. depth is
+ * left 0: it is the position in the rows, which the caller knows. */
 struct prof_stage_stats;
 void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
                      struct prof_stage_stats *out);
