@@ -590,8 +590,11 @@ enum {
     PROF_RECORD_STEP_ = 3,     /* end holds the step number */
     PROF_RECORD_CUDA_ = 4,     /* start holds the pooled event pair */
     PROF_RECORD_CUDA_CPU_ = 5, /* a zone's CPU side; the GPU side follows */
-    PROF_RECORD_SKIP_ = 6      /* not a record: the owner wrapped early, and
+    PROF_RECORD_SKIP_ = 6,     /* not a record: the owner wrapped early, and
                                   end slots, this one included, hold nothing */
+    PROF_RECORD_GAP_ = 7       /* not a zone: records were dropped (ring
+                                  full) just before this one; end holds the
+                                  thread's dropped count */
 };
 
 /* 32 bytes: two records per cache line. */
@@ -641,6 +644,7 @@ struct prof_thread_ {
                                       at least this long (zone.c) */
     uint64_t lap_head;             /* head and CLOCK_MONOTONIC_COARSE time */
     uint64_t lap_ns;               /* when a push last reached warm's end */
+    uint64_t gap_dropped;          /* dropped, as of the last GAP record */
     /* Written by the collector: on its own cache line. */
     uint64_t tail __attribute__((aligned(64)));
 };

@@ -89,23 +89,47 @@ static int traced(uint64_t ticks)
  * d + 1 since the last zone at depth d are its children. Code that ends
  * zones out of order (Python generators and asyncio tasks) can leave a zone
  * at depth d + 1 ending after its parent; such time is not subtracted from
- * the next zone at depth d, because it does not lie inside it. */
+ * the next zone at depth d, because it does not lie inside it. Nor are the
+ * children seen before a loss of records if they do not lie inside it: their
+ * parent was lost (dropped with a full ring), and without the GAP record
+ * that separates them the zone's own children would go unsubtracted too. */
 static uint64_t take_children(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t end,
                               uint64_t dur)
 {
     struct prof_children *c = &t->child[d], *in = &t->child[d + 1];
-    uint64_t children = in->ns;
+    uint64_t children = 0;
 
-    if (in->last != 0 && (in->first < start || in->last > end))
-        children = 0;
-    in->ns = 0;
-    in->last = 0;    /* empty: no zone ends at tick 0 */
+    if (in->last != 0 && in->first >= start && in->last <= end)
+        children += in->ns;
+    if (in->before_last != 0 && in->before_first >= start && in->before_last <= end)
+        children += in->before_ns;
+    in->ns = in->before_ns = 0;
+    in->last = in->before_last = 0;    /* empty: no zone ends at tick 0 */
     if (c->last == 0 || start < c->first)
         c->first = start;
     if (end > c->last)
         c->last = end;
     c->ns += dur;
     return children;
+}
+
+/* A GAP record: the children seen so far at every depth ended before the
+ * loss. (Two losses with no parent between them merge into one span.) */
+static void take_gap(struct prof_thread *t)
+{
+    for (uint32_t d = 0; d < t->child_cap; d++) {
+        struct prof_children *c = &t->child[d];
+
+        if (c->last == 0)
+            continue;
+        if (c->before_last == 0 || c->first < c->before_first)
+            c->before_first = c->first;
+        if (c->last > c->before_last)
+            c->before_last = c->last;
+        c->before_ns += c->ns;
+        c->ns = 0;
+        c->last = 0;
+    }
 }
 
 /* Room for depths [0, d + 1]: the per-depth sums grow with the deepest
@@ -206,6 +230,9 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
         break;
     case PROF_RECORD_CUDA_:
         prof_cuda_submit(r);
+        break;
+    case PROF_RECORD_GAP_:
+        take_gap(t);
         break;
     default:
         break;

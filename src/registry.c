@@ -227,7 +227,7 @@ void prof_registry_atfork_child(void)
     /* The records still in the ring are the parent's, counted there. */
     self->hot.tail = self->hot.head;
     prof_ring_look_again(&self->hot);
-    self->hot.dropped = self->hot.refused = 0;
+    self->hot.dropped = self->hot.refused = self->hot.gap_dropped = 0;
     self->dropped_seen = self->refused_seen = 0;
     self->traced_name = NULL;
     if (self->child != NULL)

@@ -7,8 +7,13 @@
 
 #include "prof.h"
 
+/* Per depth, the zones that ended since the last zone one level up (its
+ * children, if they lie inside it): their total and span, and the same for
+ * the ones that ended before the last loss of records (a GAP record),
+ * whose parent may have been lost (collector.c). */
 struct prof_children {
     uint64_t ns, first, last;
+    uint64_t before_ns, before_first, before_last;
 };
 
 struct prof_thread {

@@ -230,11 +230,28 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
         t->woke_fill = backlog;
         prof_wake_collector();
     }
-    if (fill > t->mask) {
-        /* Full: look again at the next push. */
+    /* Full: look again at the next push. The first push after a loss
+     * needs a second slot, for the GAP record that marks where the loss
+     * was: the collector pairs no zone with children across it. */
+    if (fill > t->mask || (t->dropped != t->gap_dropped && fill + 1 > t->mask)) {
         t->check_base = head - step;
         __atomic_store_n(&t->dropped, t->dropped + 1, __ATOMIC_RELAXED);
         return 0;
+    }
+    if (t->dropped != t->gap_dropped) {
+        prof_record_ *r = &t->ring[pos];
+
+        r->start = 0;
+        r->end = t->dropped;
+        r->name = NULL;
+        r->parent = 0;
+        r->depth = 0;
+        r->kind = PROF_RECORD_GAP_;
+        t->gap_dropped = t->dropped;
+        head++;
+        fill++;
+        pos = head & t->mask;
+        __atomic_store_n(&t->head, head, __ATOMIC_RELEASE);
     }
     if (pos < t->warm) {
         /* In the warm slots, whatever the lap. */

@@ -90,10 +90,12 @@ static void test_signals(void)
      * the edge of the main it interrupted leaves that main's children
      * unsubtracted; 0.1% of main's total is allowed for it. A full ring
      * breaks the rule: an inner whose main was dropped counts in inner's
-     * total and in no main's children (CONFIG.md). With the default ring a
-     * collector starved by three busy loops let one run in 8 exceed it by
-     * 0.2% (64,000 zones dropped); meson gives this test a ring of 1M
-     * records, which holds half a second of it (10 runs in 10 within). */
+     * total and in no main's children (CONFIG.md; before the ring marked
+     * its losses, the next main's own inner went unsubtracted too). With
+     * the default ring a collector starved by three busy loops let one run
+     * in 8 exceed it by 0.2% (64,000 zones dropped); meson gives this test
+     * a ring of 1M records, which holds half a second of it (10 runs in 10
+     * within). */
     CHECK_MSG(m.self_ns <= m.total_ns - in.total_ns + m.total_ns / 1000,
               "main self %llu, total - inner %llu (main total %llu; %llu zones dropped or "
               "refused)", (unsigned long long)m.self_ns,

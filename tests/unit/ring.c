@@ -6,7 +6,8 @@
  *
  *   wrap:   small capacity, indices run many times around it; every record
  *           comes out once, in order, intact.
- *   full:   a full ring keeps what it has, refuses and counts the rest.
+ *   full:   a full ring keeps what it has, refuses and counts the rest;
+ *           the first record after a loss follows a GAP record.
  *   warm:   a consumer that keeps up: the producer never writes past the
  *           warm slots (one SKIP record at their end), and loses nothing.
  *   fast:   a producer faster than the warm lap allows stays in the warm
@@ -77,7 +78,13 @@ static void check_record(const prof_record_ *r, uint64_t seq)
     CHECK_EQ(r->kind, seq % 6);
 }
 
-/* Consume every published record; returns how many. */
+/* GAP records the consumer has read (one reader at a time), and whether
+ * the last record read was one. */
+static uint64_t gaps;
+static int after_gap;
+
+/* Consume every published record; returns how many, GAP records apart:
+ * each loss is marked by one, just before the first record after it. */
 static uint64_t drain(struct prof_thread_ *t, uint64_t *next_seq, int exact)
 {
     struct prof_ring_reader rd;
@@ -86,6 +93,18 @@ static uint64_t drain(struct prof_thread_ *t, uint64_t *next_seq, int exact)
 
     prof_ring_read(t, &rd);
     for (; (r = prof_ring_next(&rd)) != NULL; n++) {
+        if (r->kind == PROF_RECORD_GAP_) {
+            CHECK_MSG(!after_gap, "two GAP records in a row");
+            CHECK(r->end > 0 && r->end <= prof_ring_dropped(t));
+            gaps++;
+            after_gap = 1;
+            n--;
+            continue;
+        }
+        CHECK_MSG(after_gap == (r->start > *next_seq && *next_seq > 1) || exact,
+                  "record %" PRIu64 " after %" PRIu64 " %s a GAP record", r->start, *next_seq - 1,
+                  after_gap ? "with" : "without");
+        after_gap = 0;
         if (exact) {
             check_record(r, *next_seq);
         } else {
@@ -138,19 +157,26 @@ static void test_full(void)
         check_record(prof_ring_next(&rd), s);
     CHECK(prof_ring_next(&rd) == NULL);
 
-    /* Hand back 5 slots: exactly 5 more fit. */
+    /* Hand back 5 slots: the GAP record that marks the loss and exactly
+     * 4 more fit. */
     prof_ring_release(t, 5);
     for (uint64_t s = 27; s <= 32; s++)
         push_seq(t, s);
     CHECK_EQ_U64(t->head, 21);
-    CHECK_EQ_U64(prof_ring_dropped(t), 11);
-    /* Wrapped: after 6..16 come 27..31, from slots 0..4. */
+    CHECK_EQ_U64(prof_ring_dropped(t), 12);
+    /* Wrapped: after 6..16 come the GAP (10 lost before it) and 27..30,
+     * from slots 0..4. */
     prof_ring_read(t, &rd);
     CHECK_EQ_U64(rd.tail, 5);
     CHECK_EQ_U64(rd.head, 21);
     for (uint64_t s = 6; s <= 16; s++)
         check_record(prof_ring_next(&rd), s);
-    for (uint64_t s = 27; s <= 31; s++)
+    {
+        const prof_record_ *gap = prof_ring_next(&rd);
+        CHECK_EQ(gap->kind, PROF_RECORD_GAP_);
+        CHECK_EQ_U64(gap->end, 10);
+    }
+    for (uint64_t s = 27; s <= 30; s++)
         check_record(prof_ring_next(&rd), s);
     CHECK(prof_ring_next(&rd) == NULL);
     CHECK_EQ_U64(rd.tail, 21);
@@ -277,6 +303,8 @@ static void test_stress(uint64_t cap, uint64_t warm, uint64_t n, int exact)
     struct stress s = {ring_new(cap, warm), n, 0, 0, exact};
     pthread_t c;
 
+    gaps = 0;
+    after_gap = 0;
     s.t->warm_lap_ns = 0;                   /* wrap early whenever it may */
 
     CHECK_EQ(pthread_create(&c, NULL, consumer, &s), 0);
@@ -286,11 +314,12 @@ static void test_stress(uint64_t cap, uint64_t warm, uint64_t n, int exact)
     CHECK_EQ(pthread_join(c, NULL), 0);
     CHECK_EQ_U64(s.received + prof_ring_dropped(s.t), n);
     if (warm == cap)
-        CHECK_EQ_U64(s.received, s.t->head);   /* no slot skipped */
+        CHECK_EQ_U64(s.received + gaps, s.t->head);   /* no slot skipped */
     if (exact)
         CHECK_EQ_U64(prof_ring_dropped(s.t), 0);
     fprintf(stderr, "stress cap %" PRIu64 " warm %" PRIu64 ": %" PRIu64 " pushed, %" PRIu64 " received, %" PRIu64
-            " dropped\n", cap, warm, n, s.received, prof_ring_dropped(s.t));
+            " dropped (%" PRIu64 " losses marked)\n", cap, warm, n, s.received,
+            prof_ring_dropped(s.t), gaps);
     ring_free(s.t);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "runtime.h"
 
 #ifndef PROF_NO_TSC
 #error "build with -DPROF_NO_TSC: ticks must be nanoseconds"
@@ -353,6 +354,71 @@ static void test_deep_chain(void)
     free(json);
 }
 
+/* A full ring loses records: main (100 ns) around inner (60 ns, from 20
+ * to 80) in pairs; the thread fills its ring while the collector is held
+ * off (the test holds the runtime lock), so that the last pair it keeps is
+ * cut after its inner, and two more pairs are lost whole. The next pair's
+ * main must still have its own inner subtracted, and not the inner whose
+ * main was lost, which ended before it began (the GAP record the ring
+ * writes before the first record after a loss says where the loss was).
+ * Without it that main's self was all of its 100 ns. */
+static void pair_at(uint64_t t)
+{
+    prof_zone m = open_at("loss_main", t), in = open_at("loss_inner", t + 20);
+
+    close_at(&in, t + 80);
+    close_at(&m, t + 100);
+}
+
+struct loss {
+    uint64_t pairs_kept, dropped;
+};
+
+static void *loss_thread(void *arg)
+{
+    struct loss *l = arg;
+    uint64_t t = 1000, cap, before = test_dropped();
+    prof_zone solo;
+
+    pthread_mutex_lock(&prof_rt.lock);
+    solo = open_at("loss_solo", t);          /* attaches the thread: 1 record */
+    close_at(&solo, t + 10);
+    cap = prof_thread_self_->mask + 1;
+    /* 1 + 2 * pairs = cap - 1 records, then one more pair: its inner is
+     * the ring's last record, its main the first one lost. */
+    l->pairs_kept = (cap - 2) / 2;
+    for (uint64_t i = 0; i < l->pairs_kept + 3; i++, t += 200)
+        pair_at(t);
+    pthread_mutex_unlock(&prof_rt.lock);
+    CHECK_EQ(prof_flush(), 0);
+    pair_at(t);                              /* after the loss */
+    l->pairs_kept++;
+    CHECK_EQ(prof_flush(), 0);
+    l->dropped = test_dropped() - before;
+    return NULL;
+}
+
+static void test_self_across_loss(void)
+{
+    struct loss l;
+    pthread_t th;
+    prof_stage_stats m, in;
+
+    CHECK_EQ(prof_reset(), 0);
+    CHECK_EQ(pthread_create(&th, NULL, loss_thread, &l), 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    m = test_stats("loss_main");
+    in = test_stats("loss_inner");
+    CHECK_EQ(l.dropped, 5);                  /* a main and two pairs */
+    CHECK_EQ(m.count, l.pairs_kept);
+    CHECK_EQ(in.count, l.pairs_kept + 1);    /* and the inner whose main was lost */
+    CHECK_EQ(m.total_ns, 100 * l.pairs_kept);
+    CHECK_MSG(m.self_ns == 40 * l.pairs_kept, "main self %llu ns over %llu mains, want 40 each",
+              (unsigned long long)m.self_ns, (unsigned long long)l.pairs_kept);
+    CHECK_EQ(m.max_ns, 100);
+    CHECK_STR_EQ(in.parent, "loss_main");
+}
+
 int main(void)
 {
     CHECK_EQ(prof_enable(1), 0);
@@ -364,5 +430,6 @@ int main(void)
     test_parent_choice();
     test_many_stages();
     test_deep_chain();
+    test_self_across_loss();
     return 0;
 }
