@@ -161,6 +161,16 @@ static inline long test_scale(long n)
     return n > 0 ? n : 1;
 }
 
+/* A reproducible pseudo-random sequence (xorshift64*); *state must not
+ * start at 0. */
+static inline uint64_t test_rng(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 2685821657736338717ull;
+}
+
 /* CPU work of about ns nanoseconds, measured on CLOCK_MONOTONIC (never a
  * sleep: a test's timings must come from running code). */
 static inline uint64_t test_now_ns(void)

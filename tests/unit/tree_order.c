@@ -12,10 +12,7 @@ static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ull;
+    return test_rng(&rng_state);
 }
 
 /* The reference: the children of p (PROF_ORDER_ROOT for the roots), each
