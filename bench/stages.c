@@ -9,6 +9,8 @@
  *   stats_one_s=<prof_stats(name)> stats_list_s=<prof_stats_list, all N>
  *   text_s=<text summary> json_s=<JSON summary> json_mb=<its size>
  *   list_block_s=<longest prof_flush() of another thread during the list>
+ *   window_all_s=<a step summary whose window ran every stage>
+ *   window_idle_s=<the next one, whose window ran none of them>
  *
  * list_block_s is what the list costs everyone else: the collector and
  * every thread that needs the runtime lock wait that long. */
@@ -48,12 +50,13 @@ int main(int argc, char **argv)
     prof_stage_stats one, *all = malloc((size_t)n * sizeof *all);
     size_t cap = 512u << 20;
     char *buf = malloc(cap);
-    double new_us, one_s, list_s, text_s, json_s, block_s;
+    double new_us, one_s, list_s, text_s, json_s, block_s, window_s[2];
     pthread_t thread;
     int json_len;
     uint64_t t0;
 
     bench_require_env(argv, "PROF_SUMMARY", "off");
+    bench_require_env(argv, "PROF_SUMMARY_EVERY", "1steps");
     if (n <= 0 || names == NULL || all == NULL || buf == NULL)
         return 1;
     prof_enable(1);
@@ -90,8 +93,17 @@ int main(int argc, char **argv)
     t0 = bench_now_ns();
     json_len = prof_summary_snprint(buf, cap, PROF_FORMAT_JSON);
     json_s = since(t0);
+    /* A step summary (formatted, though PROF_SUMMARY=off writes it
+     * nowhere) closes a window; prof_flush() waits until it is made. */
+    for (int w = 0; w < 2; w++) {
+        t0 = bench_now_ns();
+        prof_step();
+        prof_flush();
+        window_s[w] = since(t0);
+    }
     printf("prof-bench stages: n=%d new_stage_us=%.2f stats_one_s=%.3f stats_list_s=%.3f "
-           "text_s=%.3f json_s=%.3f json_mb=%.1f list_block_s=%.3f\n", n, new_us, one_s, list_s,
-           text_s, json_s, json_len / 1e6, block_s);
+           "text_s=%.3f json_s=%.3f json_mb=%.1f list_block_s=%.3f window_all_s=%.3f "
+           "window_idle_s=%.3f\n", n, new_us, one_s, list_s, text_s, json_s, json_len / 1e6,
+           block_s, window_s[0], window_s[1]);
     return 0;
 }

@@ -221,9 +221,11 @@ PROF_API void prof_set_logger(prof_log_fn fn, void *user);
 
 /* The numbers of the last window a periodic summary showed
  * (PROF_SUMMARY_EVERY): the same stages, in the same order and with the
- * same values as that summary's window (its JSON "window" section). Fill out[0..cap) and
- * return how many stages there are (which may exceed cap); stages with no
- * zone ended in the window are listed with count 0, as in the summary.
+ * same values as that summary's window (its JSON "window" section: at most
+ * the 10,000 heaviest stages of the window and the stages they run
+ * inside). Fill out[0..cap) and return how many stages there are (which
+ * may exceed cap); stages with no zone ended in the window are listed with
+ * count 0, as in the summary.
  * *window_end_step (may be NULL) gets the step count at which the window
  * closed. Does not flush: call prof_flush() first to close a window that
  * is due. Returns -ENOENT while no periodic summary has closed a window

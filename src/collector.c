@@ -452,7 +452,11 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
     if (p != NULL)
         prof_summary_format(&p->text, prof_config_get()->format, kind, step, now);
     if (kind == PROF_KIND_PERIODIC) {
-        prof_stats_window_keep(now > prof_rt.window_start_ns ? now - prof_rt.window_start_ns : 0);
+        if (p == NULL)
+            prof_stats_tree();    /* built by the summary, when there is one */
+        /* The rows the summary's JSON window section has. */
+        prof_stats_window_keep(now > prof_rt.window_start_ns ? now - prof_rt.window_start_ns : 0,
+                               PROF_SUMMARY_JSON_MAX_ROWS);
         prof_stats_window_reset();
         prof_rt.window_start_ns = cut_ns < now ? cut_ns : now;
         prof_rt.window_start_step = step;

@@ -112,8 +112,10 @@ int prof_hist_merge(struct prof_hist *dst, const struct prof_hist *src)
 void prof_hist_clear(struct prof_hist *h)
 {
     for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
-        prof_slab_free(&groups, h->group[g]);
-        h->group[g] = NULL;
+        if (h->group[g] != NULL) {
+            prof_slab_free(&groups, h->group[g]);
+            h->group[g] = NULL;
+        }
     }
     h->count = 0;
 }

@@ -70,6 +70,11 @@ static void acc_add(struct prof_acc *a, uint64_t dur, uint64_t self)
 
 static void acc_clear(struct prof_acc *a)
 {
+    /* Nothing added since the last clear: already clear. A window reset
+     * of a million stages, most of them idle, costs a pass over them, not
+     * a million histogram walks. */
+    if (a->count == 0)
+        return;
     prof_hist_clear(&a->hist);
     memset(a, 0, sizeof *a);
 }
@@ -329,7 +334,6 @@ void prof_stats_tree(void)
         s->parent = s->fixed_parent;
         s->parent_weight = 0;
         s->root_weight = 0;
-        s->in_rows = 0;
         s->walk = 0;
         if (!(s->flags & PROF_STAGE_GPU))
             s->outer_run = s->outer_win = 0;
@@ -499,13 +503,18 @@ struct prof_stage **prof_stats_all(size_t *n)
 
 int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
 {
+    prof_stats_tree();
+    return prof_stats_rows_of_tree(r, window, max_rows);
+}
+
+int prof_stats_rows_of_tree(struct prof_rows *r, int window, size_t max_rows)
+{
     struct prof_stage **all;
     struct prof_order_item *items = NULL;
     uint32_t *order = NULL;
     size_t n, keep, len;
 
     memset(r, 0, sizeof *r);
-    prof_stats_tree();
     all = prof_stats_all(&n);
     r->rows = malloc((n ? n : 1) * sizeof *r->rows);
     r->counters = prof_stats_counters(&r->ncounters);
@@ -518,12 +527,10 @@ int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
 
     /* Keep the heaviest max_rows stages and their ancestors; fold the rest
      * (counted, and left out of the sort). */
-    if (max_rows == 0 || n <= max_rows) {
-        for (size_t i = 0; i < n; i++)
-            all[i]->in_rows = 1;
-    } else {
+    for (size_t i = 0; i < n; i++)
+        all[i]->in_rows = max_rows == 0 || n <= max_rows;
+    if (max_rows != 0 && n > max_rows)
         mark_heaviest(all, n, max_rows);
-    }
     keep = 0;
     for (size_t i = 0; i < n; i++) {
         if (all[i]->in_rows) {
@@ -601,13 +608,13 @@ static int last_valid;
 /* Called as the periodic summary that showed the window has been formatted,
  * with the wall time it showed: the tree it used is still built, so rows
  * come out in its order. */
-void prof_stats_window_keep(uint64_t wall)
+void prof_stats_window_keep(uint64_t wall, size_t max_rows)
 {
     struct prof_rows rows;
 
     last_valid = 0;
     last_len = 0;
-    if (prof_stats_rows(&rows, 1, 0) != 0)
+    if (prof_stats_rows_of_tree(&rows, 1, max_rows) != 0)
         return;
     if (rows.len > last_cap) {
         struct prof_stage_stats *grown = realloc(last_rows, rows.len * sizeof *grown);

@@ -102,6 +102,9 @@ void prof_stats_tree(void);
  * stacks of the registry) and the rows. max_rows 0 = all. window selects
  * which numbers order the rows. Returns 0 or -ENOMEM. */
 int prof_stats_rows(struct prof_rows *out, int window, size_t max_rows);
+/* The same from the tree as last built (prof_stats_tree), with no record
+ * taken since. */
+int prof_stats_rows_of_tree(struct prof_rows *out, int window, size_t max_rows);
 void prof_rows_free(struct prof_rows *r);
 
 /* For prof_stats_list(), which orders with the lock released: every stage
@@ -133,8 +136,10 @@ extern uint64_t prof_stats_hist_lost;
 void prof_stats_window_reset(void);  /* a window summary was printed */
 
 /* Keep the window a periodic summary has just shown (wall_ns: the wall
- * time it showed), before prof_stats_window_reset() clears it. Lock held. */
-void prof_stats_window_keep(uint64_t wall_ns);
+ * time it showed): its rows, the max_rows heaviest of the window and their
+ * ancestors, from the tree that summary built, before
+ * prof_stats_window_reset() clears it. Lock held. */
+void prof_stats_window_keep(uint64_t wall_ns, size_t max_rows);
 
 /* The window kept last: its stages' numbers in the summary's order (the
  * JSON "window" section's rows). *n is set to the row count; *start_step

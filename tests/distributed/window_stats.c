@@ -152,6 +152,37 @@ int main(void)
     CHECK_EQ(prof_window_stats_list(NULL, 0, NULL), 3);
     CHECK_EQ(prof_window_stats_list(NULL, 1, NULL), -EINVAL);
 
+    /* A window of 12,000 more stages: the list is the JSON section, the
+     * 10,000 heaviest and the stages they run inside, not all 12,003
+     * (keeping all of them cost the collector a full sort at every
+     * window). */
+    {
+        enum { MANY = 12000 };
+        static prof_stage_stats big[MANY + 16];
+        char *text;
+        while (step < 15) {
+            work(++step);
+            if (step == 12) {
+                for (int i = 0; i < MANY; i++) {
+                    char name[32];
+                    snprintf(name, sizeof name, "many_%05d", i);
+                    PROF_ZONE(prof_intern(name));
+                }
+            }
+            prof_step();
+        }
+        CHECK_EQ(prof_flush(), 0);
+        text = periodic_copy(2);
+        CHECK_MSG(text != NULL, "no periodic summary for window 3");
+        n = prof_window_stats_list(big, MANY + 16, &end);
+        CHECK_EQ_U64(end, 15);
+        CHECK_MSG(n >= 10000 && n < MANY, "%d rows for %d stages", n, MANY + 3);
+        CHECK_EQ_U64(test_json_u64(strstr(text, "\"window\""), "folded_stages"),
+                     (uint64_t)(MANY + 3 - n));
+        compare(text, big, n);
+        free(text);
+    }
+
     CHECK_EQ(prof_reset(), 0);
     CHECK_EQ(prof_window_stats_list(st, 16, &end), -ENOENT);
     prof_set_summary_handler(NULL, NULL);
