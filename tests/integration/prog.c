@@ -14,7 +14,7 @@
  *   refit N             a thread records N outer zones, each around 8
  *                       back-to-back inner ones, while the main thread
  *                       flushes without pause (each drain re-fits the
- *                       clock rate)
+ *                       clock rate): 25 flushes at least, interleaved
  *   fork N              N children each recording zones, waited for
  *   fork_threads N      two threads record without pause while the main
  *                       thread forks N times; each child records, flushes
@@ -251,17 +251,25 @@ static int mode_many(long n)
 }
 
 static int refit_done;
+static long refit_flushes;
 
+/* Records in 25 parts and waits, after each, for one more flush by the main
+ * thread: however the machine schedules the two, recording and at least 25
+ * drains (each re-fits the clock) interleave. */
 static void *refit_worker(void *arg)
 {
     long n = *(const long *)arg;
 
     prof_thread_name("refit");
-    for (long i = 0; i < n; i++) {
-        PROF_ZONE("outer");
-        for (int j = 0; j < 8; j++) {
-            PROF_ZONE("inner");
+    for (long part = 0; part < 25; part++) {
+        for (long i = part * n / 25; i < (part + 1) * n / 25; i++) {
+            PROF_ZONE("outer");
+            for (int j = 0; j < 8; j++) {
+                PROF_ZONE("inner");
+            }
         }
+        while (__atomic_load_n(&refit_flushes, __ATOMIC_ACQUIRE) <= part)
+            sched_yield();
     }
     __atomic_store_n(&refit_done, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -270,16 +278,15 @@ static void *refit_worker(void *arg)
 static int mode_refit(long n)
 {
     pthread_t t;
-    long flushes = 0;
 
     if (pthread_create(&t, NULL, refit_worker, &n) != 0)
         FAIL("pthread_create");
     while (!__atomic_load_n(&refit_done, __ATOMIC_ACQUIRE)) {
         prof_flush();
-        flushes++;
+        __atomic_fetch_add(&refit_flushes, 1, __ATOMIC_RELEASE);
     }
     pthread_join(t, NULL);
-    printf("flushes=%ld\n", flushes);
+    printf("flushes=%ld\n", refit_flushes);
     return 0;
 }
 
