@@ -148,25 +148,38 @@ static void *paced_thread(void *arg)
     return NULL;
 }
 
+static void run_paced(struct paced *p, const char *what)
+{
+    pthread_t t;
+
+    CHECK_EQ(prof_reset(), 0);
+    CHECK_EQ(pthread_create(&t, NULL, paced_thread, p), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(prof_flush(), 0);
+    CHECK_EQ_U64(p->capacity, 128 * 1024);
+    fprintf(stderr, "%s: %llu counted, %llu dropped, %zu cold pages resident\n", what,
+            (unsigned long long)test_count("paced"), (unsigned long long)test_dropped(),
+            p->cold_resident);
+    CHECK_EQ(test_count("paced") + test_dropped(), p->n);
+}
+
 static void test_resident(int fast)
 {
     /* Slow: 300 zones a millisecond at most, a 32k lap in 100 ms or more,
      * so that only a collector held up for 50 ms lets a quarter of the
      * ring fill. */
     struct paced p = {fast ? 300000 : 100000, fast ? 0 : 300, 0, 0};
-    pthread_t t;
 
-    CHECK_EQ(pthread_create(&t, NULL, paced_thread, &p), 0);
-    CHECK_EQ(pthread_join(t, NULL), 0);
-    CHECK_EQ(prof_flush(), 0);
-    CHECK_EQ_U64(p.capacity, 128 * 1024);
-    fprintf(stderr, "%s: %llu counted, %llu dropped, %zu cold pages resident\n",
-            fast ? "fast" : "slow", (unsigned long long)test_count("paced"),
-            (unsigned long long)test_dropped(), p.cold_resident);
-    CHECK_EQ(test_count("paced") + test_dropped(), p.n);
     if (fast) {
+        /* A fresh thread at full speed outruns the collector, unless the
+         * machine is so busy that the thread itself barely runs: up to 5
+         * threads (one did not, once, beside four sanitizer tests and a
+         * busy loop on 2 cores). */
+        for (int attempt = 0; attempt < 5 && p.cold_resident == 0; attempt++)
+            run_paced(&p, "fast");
         CHECK_GT(p.cold_resident, 0);
     } else {
+        run_paced(&p, "slow");
         CHECK_EQ(test_dropped(), 0);
         CHECK_EQ(p.cold_resident, 0);
     }
