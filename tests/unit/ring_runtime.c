@@ -173,8 +173,8 @@ static void test_resident(int fast)
     if (fast) {
         /* A fresh thread at full speed outruns the collector, unless the
          * machine is so busy that the thread itself barely runs: up to 5
-         * threads (one did not, once, beside four sanitizer tests and a
-         * busy loop on 2 cores). */
+         * threads (one did not, once, beside four sanitizer tests on 2
+         * cores). */
         for (int attempt = 0; attempt < 5 && p.cold_resident == 0; attempt++)
             run_paced(&p, "fast");
         CHECK_GT(p.cold_resident, 0);
