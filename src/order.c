@@ -11,9 +11,7 @@ static int cmp_item(const void *a, const void *b)
 {
     const struct prof_order_item *x = a, *y = b;
 
-    if (x->key != y->key)
-        return x->key > y->key ? -1 : 1;
-    return strcmp(x->name, y->name);
+    return prof_order_cmp(x->key, x->name, y->key, y->name);
 }
 
 int prof_order_tree(struct prof_order_item *items, size_t n, uint32_t *order, uint32_t *depth,

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PROF_ORDER_ROOT UINT32_MAX
 
@@ -18,6 +19,15 @@ struct prof_order_item {
     uint32_t parent;             /* index of the parent item, or PROF_ORDER_ROOT */
     uint32_t index;              /* scratch */
 };
+
+/* The rule, for anything that picks rows by it (the summary's heap of the
+ * heaviest stages): < 0 when (ka, na) comes first. */
+static inline int prof_order_cmp(uint64_t ka, const char *na, uint64_t kb, const char *nb)
+{
+    if (ka != kb)
+        return ka > kb ? -1 : 1;
+    return strcmp(na, nb);
+}
 
 /* Put items[0..n) in tree order: order[k] is the index of the item shown
  * k-th and depth[k] its depth (0 at the top); *len is how many were

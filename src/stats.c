@@ -400,11 +400,8 @@ static int cmp_stage(const void *a, const void *b)
 {
     const struct prof_stage *x = *(struct prof_stage *const *)a;
     const struct prof_stage *y = *(struct prof_stage *const *)b;
-    uint64_t kx = order_key(x, window_sort), ky = order_key(y, window_sort);
 
-    if (kx != ky)
-        return kx > ky ? -1 : 1;
-    return strcmp(x->name, y->name);
+    return prof_order_cmp(order_key(x, window_sort), x->name, order_key(y, window_sort), y->name);
 }
 
 static int cmp_counter(const void *a, const void *b)
