@@ -76,8 +76,10 @@ typedef struct prof_zone {
     uint64_t start;       /* clock ticks at begin */
     const char *name;
     uint32_t parent;      /* path hash of the enclosing zone */
-    uint32_t depth;       /* nesting depth on this thread, 0 = outermost */
-    void *thread;         /* the runtime's state of the thread that began it;
+    uint16_t depth;       /* nesting depth on this thread, 0 = outermost */
+    uint16_t gen;         /* generation of the thread slot below: a slot
+                             reused by a later thread has another */
+    void *thread;         /* the runtime's slot of the thread that began it;
                              low bit set: begun through the hooks (NVTX) */
 } prof_zone;
 
@@ -352,7 +354,7 @@ struct prof_site_ {
  * header, so nothing here needs the library. */
 #  define PROF_ZONE(name) ((void)sizeof(name))
 #  define PROF_FUNC() ((void)0)
-#  define PROF_ZONE_BEGIN(var, name) prof_zone var = {0, 0, 0, 0, 0}
+#  define PROF_ZONE_BEGIN(var, name) prof_zone var = {0, 0, 0, 0, 0, 0}
 #  define PROF_ZONE_END(var) ((void)(var))
 #  define PROF_CUDA_ZONE(name, stream) ((void)sizeof(name), (void)sizeof(stream))
 #  define PROF_COUNTER(name, value) ((void)sizeof(name), (void)sizeof(value))
@@ -629,10 +631,12 @@ struct prof_thread_ {
     uint32_t depth;                /* open zones, | PROF_DEPTH_REPAIR_ */
     uint32_t busy;                 /* nonzero while the owner edits the ring */
     uint32_t path;                 /* path hash of the innermost open zone */
-    uint64_t dead;                 /* owner: depths < 64 whose zone ended while
-                                      zones inside it were still open */
-    uint64_t foreign;              /* set by other threads (registry lock):
-                                      depths whose zone was ended there */
+    uint32_t gen;                  /* the slot's generation (registry.c): a
+                                      zone carries it, so an end from
+                                      another thread knows the slot still
+                                      holds the thread that began it */
+    uint32_t foreign;              /* nonzero: another thread ended zones
+                                      of ours (zone.c reads which) */
     const char *names[PROF_MAX_DEPTH_];     /* the open zones, outermost first */
     uint64_t warm;                 /* the first slots, used alone while the
                                       collector keeps up (ring.h) */
@@ -671,6 +675,7 @@ PROF_API prof_zone prof_zone_begin_hooked_(const char *name);
 PROF_API void prof_zone_end_hooked_(prof_zone *zone);
 PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name, uint64_t start);
 PROF_API void prof_zone_close_slow_(prof_zone *zone, int raw_ticks);
+PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair);
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head);
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
 PROF_API uint64_t prof_ticks_now_(void);   /* the tick source in use, out of line */
@@ -753,7 +758,7 @@ static inline void prof_ring_push_(struct prof_thread_ *t, uint64_t start, uint6
  * repair, takes the out-of-line path. */
 static inline prof_zone prof_zone_open_(const char *name, int raw_ticks)
 {
-    prof_zone z = {0, 0, 0, 0, 0};
+    prof_zone z = {0, 0, 0, 0, 0, 0};
     struct prof_thread_ *t = prof_thread_self_;
     uint32_t d;
     uint64_t start;
@@ -769,7 +774,8 @@ static inline prof_zone prof_zone_open_(const char *name, int raw_ticks)
     __atomic_store_n(&t->depth, d + 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     z.name = name;
-    z.depth = d;
+    z.depth = (uint16_t)d;
+    z.gen = (uint16_t)t->gen;
     z.parent = t->path;
     /* Release: the collector reads the open-zone stack (and the name it
      * points to) to place children of zones that have not ended yet, and
@@ -786,7 +792,7 @@ static inline prof_zone prof_zone_begin_inline_(const char *name)
     int on = __atomic_load_n(&prof_on_, __ATOMIC_RELAXED);
 
     if (PROF_LIKELY_(!on)) {
-        prof_zone off = {0, 0, 0, 0, 0};
+        prof_zone off = {0, 0, 0, 0, 0, 0};
         return off;
     }
     if (PROF_UNLIKELY_(on & PROF_ON_HOOKS_))
@@ -810,7 +816,7 @@ static inline void prof_zone_close_(prof_zone *z, int raw_ticks)
     uint64_t end;
 
     if (PROF_UNLIKELY_(t != prof_thread_self_ || t->busy ||
-                       __atomic_load_n(&t->depth, __ATOMIC_RELAXED) != z->depth + 1)) {
+                       __atomic_load_n(&t->depth, __ATOMIC_RELAXED) != (uint32_t)z->depth + 1u)) {
         prof_zone_close_slow_(z, raw_ticks);
         return;
     }
@@ -878,7 +884,7 @@ static inline int prof_enable_off_(int on) { (void)on; return 0; }
 static inline int prof_enabled_off_(void) { return 0; }
 static inline prof_zone prof_zone_begin_off_(const char *name)
 {
-    prof_zone z = {0, 0, 0, 0, 0};
+    prof_zone z = {0, 0, 0, 0, 0, 0};
     (void)name;
     return z;
 }
@@ -930,7 +936,7 @@ static inline const char *prof_version_off_(void) { return PROF_VERSION_STRING; 
 static inline void prof_set_logger_off_(prof_log_fn fn, void *user) { (void)fn; (void)user; }
 static inline prof_cuda_zone prof_cuda_zone_begin_off_(const char *name, void *stream)
 {
-    prof_cuda_zone z = {{0, 0, 0, 0, 0}, 0, 0};
+    prof_cuda_zone z = {{0, 0, 0, 0, 0, 0}, 0, 0};
     (void)name; (void)stream;
     return z;
 }

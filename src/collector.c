@@ -307,6 +307,7 @@ void prof_collect_locked(void)
             *link = t->next;
             prof_thread_free(t);
         } else {
+            prof_registry_repair_pending(t);
             link = &t->next;
         }
     }

@@ -8,6 +8,7 @@
  * waits for that. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -89,6 +90,81 @@ static size_t state_size(void)
     return (sizeof(struct prof_thread) + 4095) & ~(size_t)4095;
 }
 
+/* Free slots (registry.h): a stack whose head word is the slot's address
+ * (page-aligned) with a 12-bit tag in the low bits, advanced at every push
+ * and pop, so that a pop that read a stale `free_next` fails its compare
+ * instead of taking a slot in use. Pushed by the collector, popped by
+ * attaching threads, no lock: a slot is never unmapped, so reading the
+ * `free_next` of a slot another thread has just taken is harmless. */
+#define SLOT_TAG 0xfffu
+static uint64_t free_slots;
+
+static struct prof_thread *slot_take(void)
+{
+    uint64_t h = __atomic_load_n(&free_slots, __ATOMIC_ACQUIRE);
+
+    for (;;) {
+        struct prof_thread *t = (struct prof_thread *)(uintptr_t)(h & ~(uint64_t)SLOT_TAG);
+        uint64_t next;
+
+        if (t == NULL)
+            return NULL;
+        next = (uint64_t)(uintptr_t)__atomic_load_n(&t->free_next, __ATOMIC_RELAXED) |
+               ((h + 1) & SLOT_TAG);
+        if (__atomic_compare_exchange_n(&free_slots, &h, next, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_ACQUIRE))
+            return t;
+    }
+}
+
+static void slot_give(struct prof_thread *t)
+{
+    uint64_t h = __atomic_load_n(&free_slots, __ATOMIC_RELAXED), next;
+
+    do {
+        __atomic_store_n(&t->free_next,
+                         (struct prof_thread *)(uintptr_t)(h & ~(uint64_t)SLOT_TAG),
+                         __ATOMIC_RELAXED);
+        next = (uint64_t)(uintptr_t)t | ((h + 1) & SLOT_TAG);
+    } while (!__atomic_compare_exchange_n(&free_slots, &h, next, 0, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+}
+
+/* A slot for a new thread: a freed one, cleared but for what it keeps
+ * (its generation, its level tables, the collector's per-depth sums), or
+ * a new mapping. */
+static struct prof_thread *slot_new(void)
+{
+    struct prof_thread *t = slot_take();
+
+    if (t != NULL) {
+        uint32_t gen = t->hot.gen;
+        struct prof_levels *levels = t->levels;
+        struct prof_children *child = t->child;
+        uint32_t child_cap = t->child_cap;
+
+        memset(t, 0, sizeof *t);
+        t->hot.gen = gen;
+        t->levels = levels;
+        t->child = child;
+        t->child_cap = child_cap;
+        return t;
+    }
+    t = mmap(NULL, state_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED)
+        return NULL;
+    /* Up to PROF_DEPTH_LIMIT_ levels, about 280 KB of address space: only
+     * the pages a thread nests or repairs into become resident. */
+    t->levels = mmap(NULL, sizeof *t->levels, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t->levels == MAP_FAILED) {
+        munmap(t, state_size());
+        return NULL;
+    }
+    t->hot.gen = 1;
+    return t;
+}
+
 void prof_registry_set_start(int (*start)(void))
 {
     __atomic_store_n(&start_hook, start, __ATOMIC_RELEASE);
@@ -118,13 +194,14 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
      * not creep up during the first lap; the cold ones only when a burst
      * reaches them. All of it goes back to the system when the thread's
      * state is freed. */
-    t = mmap(NULL, state_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (t == MAP_FAILED)
+    t = slot_new();
+    if (t == NULL)
         goto oom;
     t->hot.ring = mmap(NULL, cap * sizeof(prof_record_), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (t->hot.ring == MAP_FAILED) {
-        munmap(t, state_size());
+        t->hot.ring = NULL;
+        slot_give(t);
         goto oom;
     }
     prof_ring_init(&t->hot, t->hot.ring, cap, warm);
@@ -154,35 +231,37 @@ fail:
     return NULL;
 }
 
-void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t depth, const char *name)
+void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t gen, uint32_t depth)
 {
-    struct prof_thread *t;
-    int tries;
+    struct prof_thread *t = (struct prof_thread *)owner;
 
-    /* The lock keeps owner from being freed while we look. trylock: this
-     * may run in a signal handler that interrupted the lock's holder. */
-    for (tries = 0; pthread_mutex_trylock(&prof_rt.lock) != 0; tries++)
-        if (tries == 1000)
-            return;
-    prof_registry_splice_locked();
-    for (t = prof_threads; t != NULL; t = t->next) {
-        if (&t->hot != owner)
-            continue;
-        /* Only while the zone still holds that level on its thread. */
-        if (!__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
-            (__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_) > depth &&
-            __atomic_load_n(&t->hot.names[depth], __ATOMIC_ACQUIRE) == name)
-        {
-            __atomic_fetch_or(&t->hot.foreign, (uint64_t)1 << depth, __ATOMIC_RELEASE);
-            /* Send the owner's next open or close out of line, where it
-             * reads foreign. Lost only if the owner stores its depth in
-             * the same instant; foreign is then read on a later slow path
-             * (at the latest when an enclosing zone ends). */
-            __atomic_fetch_or(&t->hot.depth, PROF_DEPTH_REPAIR_, __ATOMIC_RELAXED);
-        }
-        break;
+    if (t == NULL || depth >= PROF_DEPTH_LIMIT_)
+        return;
+    /* While enders is nonzero the slot is not given to another thread
+     * (prof_thread_free advances the generation first, then waits for
+     * enders to drain): so either we see the new generation, or the slot
+     * still holds the thread we compare against until we are done. */
+    __atomic_add_fetch(&t->enders, 1, __ATOMIC_SEQ_CST);
+    if ((uint16_t)__atomic_load_n(&owner->gen, __ATOMIC_SEQ_CST) == (uint16_t)gen &&
+        !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
+        (__atomic_load_n(&owner->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_) > depth) {
+        __atomic_fetch_or(&t->levels->foreign[depth / 64], (uint64_t)1 << (depth % 64),
+                          __ATOMIC_RELEASE);
+        __atomic_store_n(&owner->foreign, 1, __ATOMIC_RELEASE);
+        /* Send the owner's next open or close out of line, where it reads
+         * the foreign bits. An owner that stores its depth in the same
+         * instant may overwrite the flag; the collector sets it again
+         * (prof_registry_repair_pending), so it is never lost for long. */
+        __atomic_fetch_or(&owner->depth, PROF_DEPTH_REPAIR_, __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&prof_rt.lock);
+    __atomic_sub_fetch(&t->enders, 1, __ATOMIC_SEQ_CST);
+}
+
+void prof_registry_repair_pending(struct prof_thread *t)
+{
+    if (__atomic_load_n(&t->hot.foreign, __ATOMIC_ACQUIRE) != 0 &&
+        !(__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & PROF_DEPTH_REPAIR_))
+        __atomic_fetch_or(&t->hot.depth, PROF_DEPTH_REPAIR_, __ATOMIC_RELAXED);
 }
 
 int prof_thread_set_name(const char *interned)
@@ -200,10 +279,21 @@ void prof_thread_free(struct prof_thread *t)
 {
     if (t == NULL)
         return;
-    munmap(t->hot.ring, (t->hot.mask + 1) * sizeof(prof_record_));
+    /* The new generation first: an end from another thread that has not
+     * yet compared it now fails the compare; one that has is waited for. */
+    __atomic_add_fetch(&t->hot.gen, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&t->enders, __ATOMIC_SEQ_CST) != 0)
+        sched_yield();
+    if (t->hot.ring != NULL)
+        munmap(t->hot.ring, (t->hot.mask + 1) * sizeof(prof_record_));
+    t->hot.ring = NULL;
+    if (t->dead_count != 0 || t->hot.foreign != 0) {
+        memset(t->levels->dead, 0, sizeof t->levels->dead);
+        memset(t->levels->foreign, 0, sizeof t->levels->foreign);
+    }
     if (t->child != NULL)
-        munmap(t->child, t->child_cap * sizeof *t->child);
-    munmap(t, state_size());
+        memset(t->child, 0, t->child_cap * sizeof *t->child);
+    slot_give(t);
 }
 
 void prof_registry_atfork_child(void)
@@ -214,8 +304,10 @@ void prof_registry_atfork_child(void)
     prof_registry_splice_locked();
     for (t = prof_threads; t != NULL; t = next) {
         next = t->next;
-        if (t != self)
+        if (t != self) {
+            t->enders = 0;   /* an end in the parent's other threads, cut off */
             prof_thread_free(t);
+        }
     }
     prof_threads = self;
     prof_threads_seen = self != NULL;

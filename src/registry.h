@@ -16,8 +16,36 @@ struct prof_children {
     uint64_t before_ns, before_first, before_last;
 };
 
+/* The nesting state a thread needs only off the fast path (zone.c), for
+ * every level up to PROF_DEPTH_LIMIT_: mapped with the slot, untouched
+ * (not resident) until a thread nests or ends zones out of order that
+ * deep. */
+#define PROF_LEVEL_WORDS_ ((PROF_DEPTH_LIMIT_ + 64) / 64)
+struct prof_levels {
+    uint64_t dead[PROF_LEVEL_WORDS_];     /* owner only: levels whose zone
+                                             ended while zones inside it
+                                             were still open */
+    uint64_t foreign[PROF_LEVEL_WORDS_];  /* set by other threads (atomic
+                                             or): levels whose zone they
+                                             ended; the owner moves them to
+                                             dead */
+    uint32_t path[PROF_DEPTH_LIMIT_ + 1]; /* path hash enclosing each level
+                                             >= PROF_MAX_DEPTH_ (below it,
+                                             the names give it) */
+};
+
+/* A thread slot. Slots are never unmapped: a thread that exits gives its
+ * ring back, and its slot goes to a free list with its generation
+ * advanced, to be taken by a later thread. So a zone's `thread` pointer
+ * always points at a slot, and its `gen` says whether the slot still holds
+ * the thread that began it. */
 struct prof_thread {
     struct prof_thread_ hot;     /* first: prof.h's fast path sees only this */
+    struct prof_levels *levels;  /* mapped with the slot, kept with it */
+    uint32_t dead_count;         /* owner only: bits set in levels->dead */
+    uint32_t enders;             /* threads inside a foreign end of ours:
+                                    the slot is not reused until 0 */
+    struct prof_thread *free_next;   /* free list (registry.c) */
     uint32_t tid;                /* kernel thread id */
     uint32_t index;              /* order of attachment: trace sort index */
     const char *name;            /* interned; set by prof_thread_name (atomic) */
@@ -60,10 +88,16 @@ void prof_registry_init(void);
  * recording on; until then no thread attaches. Any thread. */
 void prof_registry_set_start(int (*start)(void));
 
-/* A zone of owner's at this depth was ended on another thread: if owner
- * still lives and the zone still holds that level, tell owner the level is
- * free. Any thread; takes the runtime lock (trylock). */
-void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t depth, const char *name);
+/* A zone begun by the thread in slot owner, generation gen, at this depth,
+ * was ended on another thread: if that thread still lives and the zone
+ * still holds its level, tell the thread the level is free. Any thread,
+ * signal handlers included; takes no lock. */
+void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t gen, uint32_t depth);
+
+/* The collector, at each drain of t: if another thread marked a level of
+ * t's and the owner overwrote the repair flag in the same instant, set it
+ * again. */
+void prof_registry_repair_pending(struct prof_thread *t);
 
 /* Records of a thread that has no ring to push them to: not recorded,
  * counted (atomic), like every record prof refuses. A zone (or counter,
@@ -83,7 +117,8 @@ extern uint64_t prof_threads_seen;
  * attached yet gets the name when it does. */
 int prof_thread_set_name(const char *interned);
 
-/* Free a thread's state (the collector, after its last drain). */
+/* Give back an exited thread's ring and put its slot on the free list
+ * with a new generation (the collector, after its last drain). */
 void prof_thread_free(struct prof_thread *t);
 
 /* In a forked child: every other thread is gone, and the calling thread's

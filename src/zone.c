@@ -6,20 +6,26 @@
  * and a refused zone gives back exactly the level its begin claimed.
  *
  * - Ended on another thread (or after its thread's exit destructor ran):
- *   refused and counted. The beginning thread is told, through its
- *   `foreign` word, that the level is free; it reads the word on its own
- *   next slow path, so no thread ever writes another's nesting state.
+ *   refused and counted. The zone names its thread's slot and the slot's
+ *   generation (registry.h): if the slot still holds that thread, the
+ *   level goes into the slot's `foreign` bits, lock-free; the owner moves
+ *   them to its dead levels on its own next slow path, so no thread ever
+ *   writes another's nesting state.
  * - Ended by a signal handler while the same thread was in the middle of a
  *   push or a repair (`busy`): refused and counted; the handler's zone
  *   gives back its level and path, so the interrupted code finds the
  *   nesting as it left it.
  * - Ended while zones begun inside it are still open (generators, asyncio,
  *   explicit BEGIN/END pairs used out of order): recorded; its level is
- *   marked dead and given back when the zones inside it end.
+ *   marked dead and given back when the zones inside it end. Dead levels
+ *   are a bitmap of every level up to PROF_DEPTH_LIMIT_, so any number of
+ *   out-of-order ends at any depth leave the nesting exact once the zones
+ *   are closed.
  * - Nested deeper than PROF_MAX_DEPTH_: recorded, with exact depth and
- *   path (the enclosing path hash travels in each zone); only the open-zone
- *   names past that depth are not kept. Past PROF_DEPTH_LIMIT_ (the
- *   record's 16-bit depth) zones are refused and counted.
+ *   path (the enclosing path hash travels in each zone, and the slot keeps
+ *   it per level for the repairs); only the open-zone names past that
+ *   depth are not kept. Past PROF_DEPTH_LIMIT_ (the record's 16-bit depth)
+ *   zones are refused and counted.
  *
  * While a thread has dead levels, PROF_DEPTH_REPAIR_ in its depth word
  * sends its opens and closes here, so the fast path tests nothing extra. */
@@ -30,44 +36,80 @@
 
 uint64_t prof_zones_foreign;
 
-static inline uint64_t below(uint32_t d)
+static inline struct prof_thread *slot_of(struct prof_thread_ *t)
 {
-    return d >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << d) - 1;
+    return (struct prof_thread *)t;   /* hot is the slot's first member */
 }
 
-/* The path hash of the open zones at levels [0, d), d <= PROF_MAX_DEPTH_,
- * from the names the opens stored. */
-static uint32_t path_at(const struct prof_thread_ *t, uint32_t d)
+/* The path hash of the open zones at levels [0, d): from the names the
+ * opens stored below PROF_MAX_DEPTH_, from the slot's table above. */
+static uint32_t path_at(struct prof_thread_ *t, uint32_t d)
 {
     uint32_t h = PROF_PATH_ROOT_;
 
+    if (d >= PROF_MAX_DEPTH_)
+        return slot_of(t)->levels->path[d];
     for (uint32_t k = 0; k < d; k++)
         h = prof_path_mix_(h, t->names[k]);
     return h;
 }
 
-/* Levels that other threads ended become dead levels of ours. */
-static void take_foreign(struct prof_thread_ *t)
+static int is_dead(const struct prof_thread *s, uint32_t d)
 {
-    if (__atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0)
-        t->dead |= __atomic_exchange_n(&t->foreign, 0, __ATOMIC_ACQUIRE);
+    return (s->levels->dead[d / 64] >> (d % 64)) & 1;
+}
+
+static void set_dead(struct prof_thread *s, uint32_t d)
+{
+    if (!is_dead(s, d)) {
+        s->levels->dead[d / 64] |= (uint64_t)1 << (d % 64);
+        s->dead_count++;
+    }
+}
+
+/* Levels that other threads ended become dead levels of ours. Only levels
+ * below our depth can be marked (registry.c checks), so the scan stops
+ * there. */
+static void take_foreign(struct prof_thread_ *t, uint32_t depth)
+{
+    struct prof_thread *s = slot_of(t);
+
+    if (__atomic_load_n(&t->foreign, __ATOMIC_RELAXED) == 0)
+        return;
+    __atomic_store_n(&t->foreign, 0, __ATOMIC_RELAXED);
+    /* The flag is cleared before the words are read: a mark that lands
+     * after the read sets the flag again. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (uint32_t w = 0; w <= depth / 64 && w < PROF_LEVEL_WORDS_; w++) {
+        uint64_t bits;
+
+        if (__atomic_load_n(&s->levels->foreign[w], __ATOMIC_RELAXED) == 0)
+            continue;
+        bits = __atomic_exchange_n(&s->levels->foreign[w], 0, __ATOMIC_ACQUIRE);
+        for (; bits != 0; bits &= bits - 1)
+            set_dead(s, w * 64 + (uint32_t)__builtin_ctzll(bits));
+    }
 }
 
 /* From depth d (levels [0, d) open), fall through the levels at the top
- * whose zones have already ended. */
+ * whose zones have already ended, giving each back. */
 static uint32_t settle(struct prof_thread_ *t, uint32_t d)
 {
-    while (d > 0 && d <= 64 && (t->dead & ((uint64_t)1 << (d - 1))))
+    struct prof_thread *s = slot_of(t);
+
+    while (d > 0 && s->dead_count != 0 && is_dead(s, d - 1)) {
         d--;
-    t->dead &= below(d);
+        s->levels->dead[d / 64] &= ~((uint64_t)1 << (d % 64));
+        s->dead_count--;
+    }
     return d;
 }
 
 static void set_depth(struct prof_thread_ *t, uint32_t d, uint32_t path)
 {
-    __atomic_store_n(&t->path, path, __ATOMIC_RELAXED);
-    int repair = t->dead != 0 || __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0;
+    int repair = slot_of(t)->dead_count != 0 || __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0;
 
+    __atomic_store_n(&t->path, path, __ATOMIC_RELAXED);
     __atomic_store_n(&t->depth, d | (repair ? PROF_DEPTH_REPAIR_ : 0), __ATOMIC_RELAXED);
 }
 
@@ -78,15 +120,15 @@ static void count_refused(struct prof_thread_ *t)
 
 PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name, uint64_t start)
 {
-    prof_zone z = {0, 0, 0, 0, 0};
+    prof_zone z = {0, 0, 0, 0, 0, 0};
     uint32_t was, d, path;
 
     /* busy: a signal handler's zone that ends while we repair is refused
      * (its open, like this one, only claims the next level). */
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    take_foreign(t);
     was = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_;
+    take_foreign(t, was);
     d = settle(t, was);
     path = d == was ? t->path : path_at(t, d);
     if (d >= PROF_DEPTH_LIMIT_) {
@@ -94,10 +136,13 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
         set_depth(t, d, path);
     } else {
         z.name = name;
-        z.depth = d;
+        z.depth = (uint16_t)d;
+        z.gen = (uint16_t)t->gen;
         z.parent = path;
         if (d < PROF_MAX_DEPTH_)
             __atomic_store_n(&t->names[d], name, __ATOMIC_RELEASE);
+        else
+            slot_of(t)->levels->path[d] = path;
         set_depth(t, d + 1, prof_path_mix_(path, name));
         z.thread = t;
     }
@@ -115,11 +160,10 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     uint64_t end;
 
     if (t != prof_thread_self_) {
-        /* Not ours: t may have exited and been freed, so it is only
-         * touched through the registry, which knows whether it lives. */
+        /* Not ours. The slot outlives its thread, and the generation says
+         * whether it still holds the one that began the zone. */
         __atomic_fetch_add(&prof_zones_foreign, 1, __ATOMIC_RELAXED);
-        if (d < PROF_MAX_DEPTH_)
-            prof_registry_mark_foreign(t, d, z->name);
+        prof_registry_mark_foreign(t, z->gen, d);
         z->start = 0;
         return;
     }
@@ -136,8 +180,9 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     end = raw_ticks ? prof_ticks_() : prof_ticks_now_();
-    take_foreign(t);
-    cur = settle(t, __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_);
+    cur = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_;
+    take_foreign(t, cur);
+    cur = settle(t, cur);
     if (cur == d + 1) {
         /* Innermost: give the level back, and the levels under it whose
          * zones ended while this one ran. */
@@ -146,8 +191,7 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     } else if (cur > d + 1) {
         /* Zones begun inside this one are still open: the level stays
          * taken until they end. */
-        if (d < PROF_MAX_DEPTH_)
-            t->dead |= (uint64_t)1 << d;
+        set_dead(slot_of(t), d);
         set_depth(t, cur, t->path);
     } else {
         /* The level was given back already (an enclosing zone ended and
@@ -158,6 +202,19 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
     z->start = 0;
+}
+
+/* For tests and the Python binding's debug view: the calling thread's
+ * depth, its dead levels, and whether a repair is pending. */
+PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair)
+{
+    struct prof_thread_ *t = prof_thread_self_;
+    uint32_t w = t != NULL ? __atomic_load_n(&t->depth, __ATOMIC_RELAXED) : 0;
+
+    *depth = w & ~PROF_DEPTH_REPAIR_;
+    *dead = t != NULL ? slot_of(t)->dead_count : 0;
+    *repair = (w & PROF_DEPTH_REPAIR_) != 0 ||
+              (t != NULL && __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0);
 }
 
 /* The out-of-line copies of the inline fast path, for FFI (Cython, ctypes)

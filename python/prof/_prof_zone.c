@@ -371,10 +371,11 @@ PyObject *py_set_special_wrapper(PyObject *Py_UNUSED(m), PyObject *fn)
 PyObject *py_debug_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 {
     zone_stack *s = tls_stack;
-    struct prof_thread_ *t = prof_thread_self_;
+    uint32_t depth, dead;
+    int repair;
 
+    prof_thread_nesting_(&depth, &dead, &repair);
     return Py_BuildValue("{s:n,s:l,s:K,s:l}", "open", (Py_ssize_t)(s ? s->n : 0), "depth",
-                         t != NULL ? (long)(t->depth & ~PROF_DEPTH_REPAIR_) : -1L, "dead",
-                         (unsigned long long)(t != NULL ? t->dead : 0), "dead_pending",
-                         (long)(t != NULL && (t->depth & PROF_DEPTH_REPAIR_)));
+                         prof_thread_self_ != NULL ? (long)depth : -1L, "dead",
+                         (unsigned long long)dead, "dead_pending", (long)repair);
 }
