@@ -532,11 +532,11 @@ static void summary_write_pending_locked(void)
         if (pending == NULL)
             pending_end = &pending;
         in_flight = p;
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         pthread_mutex_lock(&write_lock);
         summary_write(p, fn, user);
         pthread_mutex_unlock(&write_lock);
-        pthread_mutex_lock(&prof_rt.lock);
+        prof_rt_lock();
         in_flight = NULL;
         pthread_cond_broadcast(&written_cond);
         prof_buf_free(&p->text);
@@ -606,9 +606,9 @@ void prof_final_report_locked(void)
         prof_cuda_poll(gpu_sink, NULL);
         if (!prof_cuda_waiting() || prof_clock_now_ns() >= deadline)
             break;
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         nanosleep(&ms, NULL);
-        pthread_mutex_lock(&prof_rt.lock);
+        prof_rt_lock();
     }
     incomplete = prof_cuda_abandon();
     if (incomplete)
@@ -656,11 +656,11 @@ static void end_by_signal(int sig)
     prof_rt.shut_down = 1;
     __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);
     prof_final_report_locked();
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     /* Let the signal do what it would have done without us. */
     signal(sig, SIG_DFL);
     kill(getpid(), sig);
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
 }
 
 static void *collector_main(void *arg)
@@ -668,7 +668,7 @@ static void *collector_main(void *arg)
     (void)arg;
     /* Named, so that top -H, gdb and py-spy say what it is. */
     pthread_setname_np(pthread_self(), "prof-collector");
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     collector_ready = 1;
     pthread_cond_broadcast(&collector_ready_cond);
     while (!prof_rt.stopping) {
@@ -679,12 +679,12 @@ static void *collector_main(void *arg)
 
         if (cfg->every_ns && prof_rt.next_summary_ns > now && prof_rt.next_summary_ns - now < wait)
             wait = prof_rt.next_summary_ns - now;
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         /* The trace is written here, with the lock released: threads that
          * take it (a first zone, prof_flush, fork) never wait on the disk. */
         prof_trace_write();
         prof_wake_wait(now + wait);
-        pthread_mutex_lock(&prof_rt.lock);
+        prof_rt_lock();
         if (prof_rt.stopping)
             break;
         prof_collect_locked();
@@ -694,7 +694,7 @@ static void *collector_main(void *arg)
         }
         prof_periodic_locked(prof_clock_now_ns());
     }
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     return NULL;
 }
 
@@ -751,20 +751,20 @@ int prof_collector_start_locked(void)
 
 void prof_collector_stop(void)
 {
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     if (!__atomic_load_n(&prof_rt.collector_running, __ATOMIC_RELAXED) || prof_collector_is_self()) {
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         return;
     }
     prof_rt.stopping = 1;
     __atomic_store_n(&prof_rt.ready, 0, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     prof_wake_collector();
     pthread_join(collector_id, NULL);
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELEASE);
     prof_rt.stopping = 0;
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
 }
 
 /* The cross-rank table (ranks.c), written where the summaries go and in

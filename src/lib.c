@@ -112,7 +112,7 @@ static pid_t fork_parent;   /* the forking process, for its child */
 static void atfork_prepare(void)
 {
     fork_parent = getpid();
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     prof_collector_atfork_prepare();
     prof_intern_atfork_prepare();
     prof_trace_atfork_prepare();
@@ -123,7 +123,7 @@ static void atfork_parent(void)
     prof_trace_atfork_parent();
     prof_intern_atfork_parent();
     prof_collector_atfork_parent();
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
 }
 
 /* The child keeps only what is its own, and starts nothing: a child that
@@ -135,6 +135,7 @@ static void atfork_child(void)
 {
     uint32_t parent = (uint32_t)fork_parent;
 
+    prof_log_atfork_child();
     prof_intern_atfork_child();
     prof_trace_atfork_child();
     prof_collector_atfork_child();
@@ -147,7 +148,7 @@ static void atfork_child(void)
     prof_steps = prof_summary_step_due = 0;
     prof_trace_open_ticks = prof_trace_close_ticks = 0;
     if (!prof_rt.started) {
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         return;
     }
     __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELAXED);
@@ -168,7 +169,7 @@ static void atfork_child(void)
         __atomic_store_n(&prof_rt.fork_pending, 1, __ATOMIC_RELEASE);
         __atomic_store_n(&prof_on_, prof_on_ | PROF_ON_HOOKS_, __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
 }
 
 static int on_value(void);
@@ -176,7 +177,7 @@ static int on_value(void);
 /* A forked child's first record: open its trace, start its collector. */
 static void fork_setup(void)
 {
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     if (prof_rt.fork_pending) {
         prof_trace_open();
         prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
@@ -186,7 +187,7 @@ static void fork_setup(void)
             __atomic_store_n(&prof_on_, on_value(), __ATOMIC_RELAXED);
         prof_collector_start_locked();
     }
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
 }
 
 /* ------------------------------------------------------------------------ */
@@ -203,7 +204,7 @@ int prof_runtime_start(void)
     int err = 0;
 
     prof_process_start();
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     if (!prof_rt.started) {
         prof_clock_init();
         prof_process_refresh();
@@ -221,7 +222,7 @@ int prof_runtime_start(void)
     }
     if (!prof_rt.shut_down && !prof_rt.fork_pending)
         err = prof_collector_start_locked();
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     return err;
 }
 
@@ -260,7 +261,8 @@ PROF_API int prof_enable(int on)
     if (prof_collector_is_self())
         return -EDEADLK;   /* a summary handler inside prof_shutdown */
     pthread_mutex_lock(&control_lock);
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_log_hold();
+    prof_rt_lock();
     prof_rt.shut_down = 0;
     /* The runtime starts on the first zone (nothing runs in a program
      * that switches on and never records); once it has, switching on again
@@ -273,8 +275,9 @@ PROF_API int prof_enable(int on)
         prof_registry_set_start(prof_runtime_ready);
         __atomic_store_n(&prof_on_, on_value(), __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     pthread_mutex_unlock(&control_lock);
+    prof_log_release();
     return err;
 }
 
@@ -419,9 +422,9 @@ static int lock_flushed(void)
 {
     if (prof_collector_is_self())
         return -EDEADLK;
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     if (!prof_rt.started) {
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         return -ESRCH;
     }
     prof_collect_locked();
@@ -442,7 +445,7 @@ PROF_API int prof_flush(void)
          * collector is writing right now. */
         prof_periodic_locked(prof_clock_now_ns());
         prof_summary_wait_written_locked();
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         /* And the trace holds them on disk when it returns: written here,
          * with the runtime lock released (other threads go on). */
         prof_trace_write();
@@ -468,7 +471,7 @@ PROF_API int prof_stats(const char *name, prof_stage_stats *out)
             out->depth++;
         err = s->run.count ? 0 : -ENOENT;
     }
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     return err;
 }
 
@@ -513,16 +516,16 @@ PROF_API int prof_stats_list(prof_stage_stats *out, size_t cap)
     if (prof_collector_is_self())
         return -EDEADLK;
     if (cap > 0) {
-        pthread_mutex_lock(&prof_rt.lock);
+        prof_rt_lock();
         n = prof_rt.started ? prof_stats_nstages() : 0;
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         memset(out, 0, (n < cap ? n : cap) * sizeof *out);
     }
     if ((err = lock_flushed()) != 0)
         return err;
     n = prof_stats_nstages();
     if (cap == 0 || n == 0) {
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         return (int)n;
     }
     prof_stats_tree();
@@ -532,11 +535,11 @@ PROF_API int prof_stats_list(prof_stage_stats *out, size_t cap)
     order = malloc(n * 2 * sizeof *order);
     err = -ENOMEM;
     if (items == NULL || order == NULL) {
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
     } else if (n <= cap) {
         for (size_t i = 0; i < n; i++)
             prof_stats_fill(all[i], 0, wall, &out[i]);
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         err = prof_order_tree(items, n, order, order + n, &len);
         if (err == 0) {
             for (size_t k = 0; k < len; k++)
@@ -550,7 +553,7 @@ PROF_API int prof_stats_list(prof_stage_stats *out, size_t cap)
             prof_stats_fill(all[order[k]], 0, wall, &out[k]);
             out[k].depth = order[n + k];
         }
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
     }
     free(order);
     free(items);
@@ -581,7 +584,7 @@ PROF_API int prof_counter_stats_get(const char *name, prof_counter_stats *out)
     c = prof_counter_find(name);
     if (c != NULL)
         counter_fill(c, out);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     return c != NULL ? 0 : -ENOENT;
 }
 
@@ -598,7 +601,7 @@ PROF_API int prof_counter_stats_list(prof_counter_stats *out, size_t cap)
     counters = prof_stats_counters(&n);
     for (size_t i = 0; counters != NULL && i < n && i < cap; i++)
         counter_fill(counters[i], &out[i]);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     free(counters);
     return counters != NULL ? (int)n : -ENOMEM;
 }
@@ -633,7 +636,7 @@ PROF_API int prof_summary_snprint(char *buf, size_t size, int format)
         return err;
     prof_summary_format(&b, format, PROF_KIND_DEMAND,
                         __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns());
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     if (b.failed) {
         prof_buf_free(&b);
         return -ENOMEM;
@@ -652,7 +655,7 @@ PROF_API int prof_summary_print(FILE *f)
         return err;
     prof_summary_format(&b, prof_config_get()->format, PROF_KIND_DEMAND,
                         __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns());
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     err = b.failed ? -ENOMEM : 0;
     if (!err) {
         /* A pipe whose reader has gone gives -EIO, not death by SIGPIPE
@@ -675,9 +678,9 @@ PROF_API int prof_summary_print(FILE *f)
 
 PROF_API void prof_set_summary_handler(prof_summary_fn fn, void *user)
 {
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     prof_collector_set_summary_handler_locked(fn, user);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
 }
 
 PROF_API int prof_reset(void)
@@ -692,7 +695,7 @@ PROF_API int prof_reset(void)
     prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
     prof_rt.window_start_step = __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
     prof_rt.dropped = prof_rt.dropped_window = 0;
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     return 0;
 }
 
@@ -701,25 +704,28 @@ PROF_API int prof_shutdown(void)
     if (prof_collector_is_self())
         return -EDEADLK;
     pthread_mutex_lock(&control_lock);
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_log_hold();
+    prof_rt_lock();
     if (!prof_rt.started || prof_rt.shut_down || prof_rt.fork_pending) {
         /* A forked child that never recorded has nothing to report. */
         prof_rt.shut_down = 1;
         __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         pthread_mutex_unlock(&control_lock);
+        prof_log_release();
         return 0;
     }
     prof_rt.shut_down = 1;
     __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
 
     prof_collector_stop();
 
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     prof_final_report_locked();
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     pthread_mutex_unlock(&control_lock);
+    prof_log_release();
     return 0;
 }
 
@@ -735,13 +741,13 @@ PROF_API int prof_window_stats_list(prof_stage_stats *out, size_t cap, uint64_t 
 
     if (out == NULL && cap > 0)
         return -EINVAL;
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     if (!prof_rt.started) {
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         return -ESRCH;
     }
     if ((rows = prof_stats_window_last(&n, NULL, NULL)) == NULL) {
-        pthread_mutex_unlock(&prof_rt.lock);
+        prof_rt_unlock();
         return -ENOENT;
     }
     if (cap > 0)
@@ -749,7 +755,7 @@ PROF_API int prof_window_stats_list(prof_stage_stats *out, size_t cap, uint64_t 
     /* The kept window ended where the current one began. */
     if (window_end_step != NULL)
         *window_end_step = prof_rt.window_start_step;
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     return (int)n;
 }
 
@@ -785,7 +791,7 @@ PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns)
                       "none will be printed");
         return -ENOENT;
     }
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     if (ranks_state < 0) {
         err = -ECANCELED;
     } else if (ranks_state == 0) {
@@ -802,7 +808,7 @@ PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns)
         ranks_state = 1;
         __atomic_store_n(&prof_ranks_muted, 1, __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     if (err == 0) {
         if (every_steps != NULL)
             *every_steps = cfg->every_steps;
@@ -826,11 +832,11 @@ PROF_API int prof_ranks_pack(void *block, size_t size, int rank)
     if ((b = malloc(sizeof *b)) == NULL)
         return -ENOMEM;
     prof_flush();
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     if (prof_rt.started)
         rows = prof_stats_window_last(&n, &start, &wall);
     prof_ranks_pack_rows(b, rank, rows, n, prof_rt.window_start_step, start, wall);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     memcpy(block, b, sizeof *b);
     free(b);
     return 0;
@@ -883,9 +889,9 @@ PROF_API int prof_ranks_emit(const void *blocks, size_t nranks)
         prof_buf_free(&b);
         return err;
     }
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     err = prof_summary_deliver_locked(&b);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     return err;
 }
 
@@ -893,11 +899,11 @@ PROF_API void prof_ranks_abandon(const char *why)
 {
     int was;
 
-    pthread_mutex_lock(&prof_rt.lock);
+    prof_rt_lock();
     was = ranks_state;
     ranks_state = -1;
     __atomic_store_n(&prof_ranks_muted, 0, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&prof_rt.lock);
+    prof_rt_unlock();
     if (was >= 0)
         prof_log("cross-rank summary failed (%s); each rank prints its own summaries again",
                  why != NULL ? why : "no reason given");

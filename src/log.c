@@ -34,7 +34,80 @@ PROF_API void prof_set_logger(prof_log_fn fn, void *user)
     pthread_mutex_unlock(&logger_lock);
 }
 
+/* Messages raised while this thread holds one of the runtime's locks
+ * wait here, so that no user code (a logger may call the API) runs under
+ * them. A bounded queue: past QUEUED messages, the rest are counted and
+ * said with the next one delivered. The queue has its own lock, never held
+ * while a logger runs. */
+#define QUEUED 32
+static __thread int held __attribute__((tls_model("initial-exec")));
+static struct {
+    pthread_mutex_t lock;
+    unsigned head, tail;
+    unsigned long lost;
+    char msg[QUEUED][1024];
+} queue = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void deliver(const char *msg);
+
+void prof_log_hold(void)
+{
+    held++;
+}
+
+void prof_log_release(void)
+{
+    char msg[1024];
+    unsigned long lost;
+
+    if (--held > 0)
+        return;
+    for (;;) {
+        pthread_mutex_lock(&queue.lock);
+        if (queue.head == queue.tail && queue.lost == 0) {
+            pthread_mutex_unlock(&queue.lock);
+            return;
+        }
+        lost = queue.lost;
+        queue.lost = 0;
+        if (queue.head != queue.tail) {
+            memcpy(msg, queue.msg[queue.tail % QUEUED], sizeof msg);
+            queue.tail++;
+        } else {
+            msg[0] = '\0';
+        }
+        pthread_mutex_unlock(&queue.lock);
+        if (lost != 0) {
+            char note[96];
+            snprintf(note, sizeof note, "%lu messages were lost (more than %d at once)", lost,
+                     QUEUED);
+            deliver(note);
+        }
+        if (msg[0] != '\0')
+            deliver(msg);
+    }
+}
+
+void prof_log_atfork_child(void)
+{
+    pthread_mutex_init(&queue.lock, NULL);
+}
+
 static void log_message(const char *msg)
+{
+    if (held > 0) {
+        pthread_mutex_lock(&queue.lock);
+        if (queue.head - queue.tail < QUEUED)
+            snprintf(queue.msg[queue.head++ % QUEUED], sizeof queue.msg[0], "%s", msg);
+        else
+            queue.lost++;
+        pthread_mutex_unlock(&queue.lock);
+        return;
+    }
+    deliver(msg);
+}
+
+static void deliver(const char *msg)
 {
     prof_log_fn fn;
     void *user;

@@ -10,4 +10,13 @@ void prof_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * such as "no CUDA driver; CUDA zones time the CPU side only". */
 void prof_log_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The runtime's locks call these (runtime.h): while a thread holds any,
+ * its messages are queued, and the last release delivers them. */
+void prof_log_hold(void);
+void prof_log_release(void);
+
+/* In a forked child: the queue's lock may have been held by a thread that
+ * is gone. */
+void prof_log_atfork_child(void);
+
 #endif

@@ -29,9 +29,9 @@ struct prof_levels {
                                              or): levels whose zone they
                                              ended; the owner moves them to
                                              dead */
-    uint32_t path[PROF_DEPTH_LIMIT_ + 1]; /* path hash enclosing each level
-                                             >= PROF_MAX_DEPTH_ (below it,
-                                             the names give it) */
+    uint32_t inner[PROF_DEPTH_LIMIT_ + 1];  /* path hash inside the zone
+                                               at each level, where the
+                                               names cannot give it */
 };
 
 /* A thread slot. Slots are never unmapped: a thread that exits gives its
@@ -43,6 +43,15 @@ struct prof_thread {
     struct prof_thread_ hot;     /* first: prof.h's fast path sees only this */
     struct prof_levels *levels;  /* mapped with the slot, kept with it */
     uint32_t dead_count;         /* owner only: bits set in levels->dead */
+    /* Owner only. The open levels are [lo, depth) modulo 65536: when the
+     * lowest open level's zone has ended (zones ended oldest first, as
+     * asyncio tasks do), lo moves up past it, so the levels in use are as
+     * many as the zones open, however long the pattern goes on. shifted:
+     * lo has moved since the thread last had nothing open; the names no
+     * longer give the paths (levels->inner does). lo_path: the path hash
+     * enclosing level lo. */
+    uint32_t lo, lo_path;
+    uint32_t shifted;
     uint32_t enders;             /* threads inside a foreign end of ours:
                                     the slot is not reused until 0 */
     struct prof_thread *free_next;   /* free list (registry.c) */

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "log.h"
+
 struct prof_runtime {
     pthread_mutex_t lock;
     int started;                  /* runtime initialised (clock, atexit) */
@@ -35,6 +37,21 @@ struct prof_runtime {
 };
 
 extern struct prof_runtime prof_rt;
+
+/* Take and release the runtime lock. Messages the runtime logs while this
+ * thread holds it wait, and reach the user's logger once it is released
+ * (log.h), so a logger may call any API function. */
+static inline void prof_rt_lock(void)
+{
+    pthread_mutex_lock(&prof_rt.lock);
+    prof_log_hold();
+}
+
+static inline void prof_rt_unlock(void)
+{
+    pthread_mutex_unlock(&prof_rt.lock);
+    prof_log_release();
+}
 
 /* Global step counter (prof_step), read by the collector. */
 extern uint64_t prof_steps;

@@ -41,14 +41,26 @@ static inline struct prof_thread *slot_of(struct prof_thread_ *t)
     return (struct prof_thread *)t;   /* hot is the slot's first member */
 }
 
-/* The path hash of the open zones at levels [0, d): from the names the
- * opens stored below PROF_MAX_DEPTH_, from the slot's table above. */
+/* Levels run modulo 65536 (a zone carries 16 bits of its level). */
+#define LEVEL_MASK 0xffffu
+
+static uint32_t level_span(uint32_t top, uint32_t lo)
+{
+    return (top - lo) & LEVEL_MASK;
+}
+
+/* The path hash of the open zones below level d (d in [lo, top]): from the
+ * names the opens stored while the levels start at 0, else from the
+ * table the slow path keeps. */
 static uint32_t path_at(struct prof_thread_ *t, uint32_t d)
 {
+    struct prof_thread *s = slot_of(t);
     uint32_t h = PROF_PATH_ROOT_;
 
-    if (d >= PROF_MAX_DEPTH_)
-        return slot_of(t)->levels->path[d];
+    if (d == s->lo)
+        return s->shifted ? s->lo_path : PROF_PATH_ROOT_;
+    if (s->shifted || d > PROF_MAX_DEPTH_)
+        return s->levels->inner[(d - 1) & LEVEL_MASK];
     for (uint32_t k = 0; k < d; k++)
         h = prof_path_mix_(h, t->names[k]);
     return h;
@@ -67,12 +79,19 @@ static void set_dead(struct prof_thread *s, uint32_t d)
     }
 }
 
-/* Levels that other threads ended become dead levels of ours. Only levels
- * below our depth can be marked (registry.c checks), so the scan stops
- * there. */
-static void take_foreign(struct prof_thread_ *t, uint32_t depth)
+static void clear_dead(struct prof_thread *s, uint32_t d)
+{
+    s->levels->dead[d / 64] &= ~((uint64_t)1 << (d % 64));
+    s->dead_count--;
+}
+
+/* Levels that other threads ended become dead levels of ours. A level not
+ * open any more cannot have been marked (its zone would have had to end
+ * twice), but a bit for one is dropped all the same. */
+static void take_foreign(struct prof_thread_ *t, uint32_t top)
 {
     struct prof_thread *s = slot_of(t);
+    uint32_t span = level_span(top, s->lo);
 
     if (__atomic_load_n(&t->foreign, __ATOMIC_RELAXED) == 0)
         return;
@@ -80,34 +99,59 @@ static void take_foreign(struct prof_thread_ *t, uint32_t depth)
     /* The flag is cleared before the words are read: a mark that lands
      * after the read sets the flag again. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    for (uint32_t w = 0; w <= depth / 64 && w < PROF_LEVEL_WORDS_; w++) {
+    for (uint32_t w = 0; w < PROF_LEVEL_WORDS_; w++) {
         uint64_t bits;
 
         if (__atomic_load_n(&s->levels->foreign[w], __ATOMIC_RELAXED) == 0)
             continue;
         bits = __atomic_exchange_n(&s->levels->foreign[w], 0, __ATOMIC_ACQUIRE);
-        for (; bits != 0; bits &= bits - 1)
-            set_dead(s, w * 64 + (uint32_t)__builtin_ctzll(bits));
+        for (; bits != 0; bits &= bits - 1) {
+            uint32_t d = w * 64 + (uint32_t)__builtin_ctzll(bits);
+            if (level_span(d, s->lo) < span)
+                set_dead(s, d);
+        }
     }
 }
 
-/* From depth d (levels [0, d) open), fall through the levels at the top
- * whose zones have already ended, giving each back. */
-static uint32_t settle(struct prof_thread_ *t, uint32_t d)
+/* From top (levels [lo, top) open), give back the levels whose zones have
+ * ended: at the top, and at the bottom. Once nothing is open, the levels
+ * start at 0 again. Returns the new top. */
+static uint32_t settle(struct prof_thread_ *t, uint32_t top)
 {
     struct prof_thread *s = slot_of(t);
 
-    while (d > 0 && s->dead_count != 0 && is_dead(s, d - 1)) {
-        d--;
-        s->levels->dead[d / 64] &= ~((uint64_t)1 << (d % 64));
-        s->dead_count--;
+    while (s->dead_count != 0 && level_span(top, s->lo) > 0 &&
+           is_dead(s, (top - 1) & LEVEL_MASK)) {
+        top = (top - 1) & LEVEL_MASK;
+        clear_dead(s, top);
     }
-    return d;
+    while (s->dead_count != 0 && level_span(top, s->lo) > 0 && is_dead(s, s->lo)) {
+        if (!s->shifted) {
+            /* From now on paths come from the table: fill it for the
+             * levels the fast path opened, while the names still hold. */
+            uint32_t n = top < PROF_MAX_DEPTH_ ? top : PROF_MAX_DEPTH_, h = PROF_PATH_ROOT_;
+            for (uint32_t k = 0; k < n; k++)
+                s->levels->inner[k] = h = prof_path_mix_(h, t->names[k]);
+            s->lo_path = PROF_PATH_ROOT_;
+            s->shifted = 1;
+        }
+        s->lo_path = s->levels->inner[s->lo];
+        clear_dead(s, s->lo);
+        s->lo = (s->lo + 1) & LEVEL_MASK;
+    }
+    if (level_span(top, s->lo) == 0) {
+        top = s->lo = 0;
+        s->lo_path = PROF_PATH_ROOT_;
+        s->shifted = 0;
+    }
+    return top;
 }
 
 static void set_depth(struct prof_thread_ *t, uint32_t d, uint32_t path)
 {
-    int repair = slot_of(t)->dead_count != 0 || __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0;
+    struct prof_thread *s = slot_of(t);
+    int repair = s->dead_count != 0 || s->shifted ||
+                 __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0;
 
     __atomic_store_n(&t->path, path, __ATOMIC_RELAXED);
     __atomic_store_n(&t->depth, d | (repair ? PROF_DEPTH_REPAIR_ : 0), __ATOMIC_RELAXED);
@@ -120,6 +164,7 @@ static void count_refused(struct prof_thread_ *t)
 
 PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name, uint64_t start)
 {
+    struct prof_thread *s = slot_of(t);
     prof_zone z = {0, 0, 0, 0, 0, 0};
     uint32_t was, d, path;
 
@@ -131,7 +176,7 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
     take_foreign(t, was);
     d = settle(t, was);
     path = d == was ? t->path : path_at(t, d);
-    if (d >= PROF_DEPTH_LIMIT_) {
+    if (level_span(d, s->lo) >= PROF_DEPTH_LIMIT_) {
         count_refused(t);
         set_depth(t, d, path);
     } else {
@@ -141,9 +186,8 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
         z.parent = path;
         if (d < PROF_MAX_DEPTH_)
             __atomic_store_n(&t->names[d], name, __ATOMIC_RELEASE);
-        else
-            slot_of(t)->levels->path[d] = path;
-        set_depth(t, d + 1, prof_path_mix_(path, name));
+        s->levels->inner[d] = prof_path_mix_(path, name);
+        set_depth(t, (d + 1) & LEVEL_MASK, s->levels->inner[d]);
         z.thread = t;
     }
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -156,7 +200,8 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
 PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
 {
     struct prof_thread_ *t = (struct prof_thread_ *)z->thread;
-    uint32_t cur, d = z->depth;
+    struct prof_thread *s;
+    uint32_t cur, span, pos, d = z->depth;
     uint64_t end;
 
     if (t != prof_thread_self_) {
@@ -177,21 +222,26 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
         z->start = 0;
         return;
     }
+    s = slot_of(t);
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     end = raw_ticks ? prof_ticks_() : prof_ticks_now_();
     cur = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_;
     take_foreign(t, cur);
     cur = settle(t, cur);
-    if (cur == d + 1) {
+    span = level_span(cur, s->lo);
+    pos = level_span(d, s->lo);
+    if (span > 0 && pos == span - 1) {
         /* Innermost: give the level back, and the levels under it whose
          * zones ended while this one ran. */
         uint32_t nd = settle(t, d);
-        set_depth(t, nd, nd == d ? z->parent : path_at(t, nd));
-    } else if (cur > d + 1) {
+        set_depth(t, nd, level_span(nd, s->lo) == 0 ? PROF_PATH_ROOT_
+                         : nd == d                ? z->parent
+                                                  : path_at(t, nd));
+    } else if (pos < span) {
         /* Zones begun inside this one are still open: the level stays
          * taken until they end. */
-        set_dead(slot_of(t), d);
+        set_dead(s, d);
         set_depth(t, cur, t->path);
     } else {
         /* The level was given back already (an enclosing zone ended and
