@@ -585,7 +585,7 @@ extern "C" {
  * kept where the collector can read them, to place the children of zones
  * that have not ended yet. */
 #define PROF_MAX_DEPTH_ 64
-#define PROF_DEPTH_LIMIT_ 65535u
+#define PROF_DEPTH_LIMIT_ 32767u
 
 enum {
     PROF_RECORD_ZONE_ = 0,
@@ -611,11 +611,19 @@ typedef struct prof_record_ {
     uint16_t kind;
 } prof_record_;
 
-/* Set in prof_thread_::depth while the thread has zones that ended out of
- * order (on this thread or another): every open and close then takes the
+/* prof_thread_::depth, the thread's nesting word: bits 0-14 the level
+ * (open zones), bit 15 PROF_DEPTH_REPAIR_, bits 16-31 the generation of
+ * the thread's slot. A zone keeps the word's low and high halves in its
+ * depth and gen fields, so the close's one compare of the word checks the
+ * level and that the slot still holds the thread that began the zone (a
+ * slot is reused by later threads with a new generation: registry.h).
+ * REPAIR is set while the thread has zones that ended out of order (on
+ * this thread or another): every open and close then takes the
  * out-of-line path, which repairs the nesting. The fast path needs no test
- * of its own for it: the flag makes the depth compare fail. */
-#define PROF_DEPTH_REPAIR_ 0x80000000u
+ * of its own for it: the flag makes the level compare fail. */
+#define PROF_DEPTH_LEVEL_ 0x7fffu
+#define PROF_DEPTH_REPAIR_ 0x8000u
+#define PROF_DEPTH_GEN_SHIFT_ 16
 
 struct prof_thread_ {
     /* Written by the owning thread, read by the collector. */
@@ -628,13 +636,9 @@ struct prof_thread_ {
     prof_record_ *ring;
     uint64_t mask;                 /* capacity - 1; capacity is a power of 2 */
     uint64_t check;                /* see check_base: a quarter of warm, - 1 */
-    uint32_t depth;                /* open zones, | PROF_DEPTH_REPAIR_ */
+    uint32_t depth;                /* the nesting word: level, REPAIR, gen */
     uint32_t busy;                 /* nonzero while the owner edits the ring */
     uint32_t path;                 /* path hash of the innermost open zone */
-    uint32_t gen;                  /* the slot's generation (registry.c): a
-                                      zone carries it, so an end from
-                                      another thread knows the slot still
-                                      holds the thread that began it */
     uint32_t foreign;              /* nonzero: another thread ended zones
                                       of ours (zone.c reads which) */
     const char *names[PROF_MAX_DEPTH_];     /* the open zones, outermost first */
@@ -676,6 +680,7 @@ PROF_API void prof_zone_end_hooked_(prof_zone *zone);
 PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name, uint64_t start);
 PROF_API void prof_zone_close_slow_(prof_zone *zone, int raw_ticks);
 PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair);
+PROF_API void prof_zone_resume_(uint32_t depth, uint32_t path);
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head);
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
 PROF_API uint64_t prof_ticks_now_(void);   /* the tick source in use, out of line */
@@ -769,18 +774,18 @@ static inline prof_zone prof_zone_open_(const char *name, int raw_ticks)
     /* Atomic loads and stores of depth (plain moves): another thread may
      * set PROF_DEPTH_REPAIR_ in it (zone.c). */
     d = __atomic_load_n(&t->depth, __ATOMIC_RELAXED);
-    if (PROF_UNLIKELY_(d >= PROF_MAX_DEPTH_))
+    if (PROF_UNLIKELY_((uint16_t)d >= PROF_MAX_DEPTH_))   /* deep, or REPAIR */
         return prof_zone_open_slow_(t, name, start);
     __atomic_store_n(&t->depth, d + 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     z.name = name;
     z.depth = (uint16_t)d;
-    z.gen = (uint16_t)t->gen;
+    z.gen = (uint16_t)(d >> PROF_DEPTH_GEN_SHIFT_);
     z.parent = t->path;
     /* Release: the collector reads the open-zone stack (and the name it
      * points to) to place children of zones that have not ended yet, and
      * checks what it read against the path hashes in records. */
-    __atomic_store_n(&t->names[d], name, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->names[(uint16_t)d], name, __ATOMIC_RELEASE);
     __atomic_store_n(&t->path, prof_path_mix_(z.parent, name), __ATOMIC_RELAXED);
     z.thread = t;
     z.start = start;
@@ -810,20 +815,26 @@ static inline prof_zone prof_zone_begin_inline_(const char *name)
  * the level the begin claimed. The clock is read with `busy` set: a signal
  * handler's zone either ends before that read (inside this zone) or is
  * refused. */
+static inline uint32_t prof_zone_word_(const prof_zone *z)
+{
+    return (uint32_t)z->gen << PROF_DEPTH_GEN_SHIFT_ | z->depth;
+}
+
 static inline void prof_zone_close_(prof_zone *z, int raw_ticks)
 {
     struct prof_thread_ *t = (struct prof_thread_ *)z->thread;
+    uint32_t word = prof_zone_word_(z);
     uint64_t end;
 
     if (PROF_UNLIKELY_(t != prof_thread_self_ || t->busy ||
-                       __atomic_load_n(&t->depth, __ATOMIC_RELAXED) != (uint32_t)z->depth + 1u)) {
+                       __atomic_load_n(&t->depth, __ATOMIC_RELAXED) != word + 1)) {
         prof_zone_close_slow_(z, raw_ticks);
         return;
     }
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     end = raw_ticks ? prof_ticks_() : prof_ticks_now_();
-    __atomic_store_n(&t->depth, z->depth, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->depth, word, __ATOMIC_RELAXED);
     __atomic_store_n(&t->path, z->parent, __ATOMIC_RELAXED);
     prof_ring_push_(t, z->start, end, z->name, z->parent, z->depth, PROF_RECORD_ZONE_);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

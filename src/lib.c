@@ -323,7 +323,7 @@ static void push(uint32_t kind, uint64_t end, const char *name)
     }
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    prof_ring_push_(t, prof_ticks_now_(), end, name, t->path, t->depth & ~PROF_DEPTH_REPAIR_, kind);
+    prof_ring_push_(t, prof_ticks_now_(), end, name, t->path, t->depth & PROF_DEPTH_LEVEL_, kind);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
 }

@@ -138,13 +138,13 @@ static struct prof_thread *slot_new(void)
     struct prof_thread *t = slot_take();
 
     if (t != NULL) {
-        uint32_t gen = t->hot.gen;
+        uint32_t gen = t->hot.depth & ~(uint32_t)0xffff;
         struct prof_levels *levels = t->levels;
         struct prof_children *child = t->child;
         uint32_t child_cap = t->child_cap;
 
         memset(t, 0, sizeof *t);
-        t->hot.gen = gen;
+        t->hot.depth = gen;
         t->levels = levels;
         t->child = child;
         t->child_cap = child_cap;
@@ -161,7 +161,7 @@ static struct prof_thread *slot_new(void)
         munmap(t, state_size());
         return NULL;
     }
-    t->hot.gen = 1;
+    t->hot.depth = 1u << PROF_DEPTH_GEN_SHIFT_;
     return t;
 }
 
@@ -235,16 +235,16 @@ void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t gen, uint32
 {
     struct prof_thread *t = (struct prof_thread *)owner;
 
-    if (t == NULL || depth >= PROF_DEPTH_LIMIT_)
+    if (t == NULL || depth > PROF_DEPTH_LEVEL_)
         return;
     /* While enders is nonzero the slot is not given to another thread
      * (prof_thread_free advances the generation first, then waits for
      * enders to drain): so either we see the new generation, or the slot
      * still holds the thread we compare against until we are done. */
     __atomic_add_fetch(&t->enders, 1, __ATOMIC_SEQ_CST);
-    if ((uint16_t)__atomic_load_n(&owner->gen, __ATOMIC_SEQ_CST) == (uint16_t)gen &&
-        !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE) &&
-        (__atomic_load_n(&owner->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_) > depth) {
+    if ((uint16_t)(__atomic_load_n(&owner->depth, __ATOMIC_SEQ_CST) >> PROF_DEPTH_GEN_SHIFT_) ==
+            (uint16_t)gen &&
+        !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE)) {
         __atomic_fetch_or(&t->levels->foreign[depth / 64], (uint64_t)1 << (depth % 64),
                           __ATOMIC_RELEASE);
         __atomic_store_n(&owner->foreign, 1, __ATOMIC_RELEASE);
@@ -281,7 +281,7 @@ void prof_thread_free(struct prof_thread *t)
         return;
     /* The new generation first: an end from another thread that has not
      * yet compared it now fails the compare; one that has is waited for. */
-    __atomic_add_fetch(&t->hot.gen, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&t->hot.depth, 1u << PROF_DEPTH_GEN_SHIFT_, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&t->enders, __ATOMIC_SEQ_CST) != 0)
         sched_yield();
     if (t->hot.ring != NULL)

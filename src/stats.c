@@ -249,7 +249,7 @@ static int attach_open_stack(const struct prof_thread *t)
 {
     uint32_t path[PROF_MAX_DEPTH_ + 1];
     const char *names[PROF_MAX_DEPTH_];
-    uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_;
+    uint32_t depth = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
 
     if (depth > PROF_MAX_DEPTH_)
         depth = PROF_MAX_DEPTH_;
@@ -307,7 +307,7 @@ void prof_stats_thread_gone(const struct prof_thread *t)
 {
     /* Its open-zone stack is about to be freed: the nodes its children
      * point to must exist before it goes, or they lose their parent. */
-    if ((__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_) > 0)
+    if ((__atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_) > 0)
         attach_open_stack(t);
 }
 

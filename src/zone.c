@@ -30,6 +30,8 @@
  * While a thread has dead levels, PROF_DEPTH_REPAIR_ in its depth word
  * sends its opens and closes here, so the fast path tests nothing extra. */
 
+#include <string.h>
+
 #include "prof.h"
 #include "registry.h"
 #include "zone.h"
@@ -41,8 +43,8 @@ static inline struct prof_thread *slot_of(struct prof_thread_ *t)
     return (struct prof_thread *)t;   /* hot is the slot's first member */
 }
 
-/* Levels run modulo 65536 (a zone carries 16 bits of its level). */
-#define LEVEL_MASK 0xffffu
+/* Levels run modulo 32768 (the level bits of the nesting word). */
+#define LEVEL_MASK PROF_DEPTH_LEVEL_
 
 static uint32_t level_span(uint32_t top, uint32_t lo)
 {
@@ -153,8 +155,10 @@ static void set_depth(struct prof_thread_ *t, uint32_t d, uint32_t path)
     int repair = s->dead_count != 0 || s->shifted ||
                  __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0;
 
+    uint32_t gen = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & ~(uint32_t)0xffff;
+
     __atomic_store_n(&t->path, path, __ATOMIC_RELAXED);
-    __atomic_store_n(&t->depth, d | (repair ? PROF_DEPTH_REPAIR_ : 0), __ATOMIC_RELAXED);
+    __atomic_store_n(&t->depth, gen | d | (repair ? PROF_DEPTH_REPAIR_ : 0), __ATOMIC_RELAXED);
 }
 
 static void count_refused(struct prof_thread_ *t)
@@ -172,7 +176,7 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
      * (its open, like this one, only claims the next level). */
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    was = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_;
+    was = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
     take_foreign(t, was);
     d = settle(t, was);
     path = d == was ? t->path : path_at(t, d);
@@ -182,7 +186,7 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
     } else {
         z.name = name;
         z.depth = (uint16_t)d;
-        z.gen = (uint16_t)t->gen;
+        z.gen = (uint16_t)(__atomic_load_n(&t->depth, __ATOMIC_RELAXED) >> PROF_DEPTH_GEN_SHIFT_);
         z.parent = path;
         if (d < PROF_MAX_DEPTH_)
             __atomic_store_n(&t->names[d], name, __ATOMIC_RELEASE);
@@ -204,9 +208,11 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     uint32_t cur, span, pos, d = z->depth;
     uint64_t end;
 
-    if (t != prof_thread_self_) {
-        /* Not ours. The slot outlives its thread, and the generation says
-         * whether it still holds the one that began the zone. */
+    if (t != prof_thread_self_ ||
+        z->gen != (uint16_t)(__atomic_load_n(&t->depth, __ATOMIC_RELAXED) >> PROF_DEPTH_GEN_SHIFT_)) {
+        /* Not ours: begun on another thread, or by the thread that held
+         * this slot before us. The slot outlives its thread, and the
+         * generation says whether it still holds the one that began it. */
         __atomic_fetch_add(&prof_zones_foreign, 1, __ATOMIC_RELAXED);
         prof_registry_mark_foreign(t, z->gen, d);
         z->start = 0;
@@ -217,8 +223,10 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
          * repair: give back what its begin claimed, and nothing else. */
         count_refused(t);
         __atomic_store_n(&t->path, z->parent, __ATOMIC_RELAXED);
-        __atomic_store_n(&t->depth, d | (__atomic_load_n(&t->depth, __ATOMIC_RELAXED) &
-                                         PROF_DEPTH_REPAIR_), __ATOMIC_RELAXED);
+        __atomic_store_n(&t->depth, prof_zone_word_(z) | (__atomic_load_n(&t->depth,
+                                                                          __ATOMIC_RELAXED) &
+                                                            PROF_DEPTH_REPAIR_),
+                         __ATOMIC_RELAXED);
         z->start = 0;
         return;
     }
@@ -226,7 +234,7 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     t->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     end = raw_ticks ? prof_ticks_() : prof_ticks_now_();
-    cur = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & ~PROF_DEPTH_REPAIR_;
+    cur = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
     take_foreign(t, cur);
     cur = settle(t, cur);
     span = level_span(cur, s->lo);
@@ -254,6 +262,40 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
     z->start = 0;
 }
 
+/* Python's zones nest by task (python/prof/_prof_zone.c): a task that
+ * resumes takes up its own nesting, whatever zones other tasks left open
+ * on the thread. Their levels are the other tasks' to give back when
+ * their zones end (each end first resumes its own task's nesting), so the
+ * dead levels above the new top are forgotten. */
+PROF_API void prof_zone_resume_(uint32_t depth, uint32_t path)
+{
+    struct prof_thread_ *t = prof_thread_self_;
+    struct prof_thread *s;
+    uint32_t top;
+
+    if (t == NULL || depth >= PROF_DEPTH_LIMIT_)
+        return;
+    s = slot_of(t);
+    t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    top = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
+    take_foreign(t, top);
+    if (s->shifted) {
+        memset(s->levels->dead, 0, sizeof s->levels->dead);
+        s->dead_count = 0;
+        s->lo = 0;
+        s->lo_path = PROF_PATH_ROOT_;
+        s->shifted = 0;
+    } else {
+        for (uint32_t d = depth; s->dead_count != 0 && d < top; d++)
+            if (is_dead(s, d))
+                clear_dead(s, d);
+    }
+    set_depth(t, depth, path);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = 0;
+}
+
 /* For tests and the Python binding's debug view: the calling thread's
  * depth, its dead levels, and whether a repair is pending. */
 PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair)
@@ -261,7 +303,7 @@ PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair)
     struct prof_thread_ *t = prof_thread_self_;
     uint32_t w = t != NULL ? __atomic_load_n(&t->depth, __ATOMIC_RELAXED) : 0;
 
-    *depth = w & ~PROF_DEPTH_REPAIR_;
+    *depth = w & PROF_DEPTH_LEVEL_;
     *dead = t != NULL ? slot_of(t)->dead_count : 0;
     *repair = (w & PROF_DEPTH_REPAIR_) != 0 ||
               (t != NULL && __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0);

@@ -162,7 +162,8 @@ PyMODINIT_FUNC PyInit__prof(void)
     static int once;
 
     if (PyType_Ready(&Zone_Type) < 0 || PyType_Ready(&ZoneWrapper_Type) < 0 ||
-        PyType_Ready(&NullCtx_Type) < 0 || PyType_Ready(&CudaZone_Type) < 0)
+        PyType_Ready(&NullCtx_Type) < 0 || PyType_Ready(&CudaZone_Type) < 0 ||
+        zone_stacks_init() < 0)
         return NULL;
     if (!once) {
         if (pthread_key_create(&stack_key, stack_free) != 0)

@@ -47,8 +47,10 @@ extern PyTypeObject Zone_Type;
 extern PyTypeObject ZoneWrapper_Type;
 extern PyObject *zone_cache;       /* str -> Zone; made by PyInit__prof */
 extern PyObject *update_wrapper;   /* functools.update_wrapper; set by PyInit__prof */
-extern pthread_key_t stack_key;    /* frees a thread's stack at its exit */
+extern pthread_key_t stack_key;    /* frees a thread's zone state at its exit */
 void stack_free(void *p);
+/* The ContextVar behind the per-context stacks of open zones. */
+int zone_stacks_init(void);
 
 /* The interned name for a zone, counter or mark name (the Zone cache's),
  * or NULL with an exception set. */

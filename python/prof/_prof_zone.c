@@ -48,88 +48,259 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* Per-thread stack of open `with` zones                                    */
+/* Open `with` zones, per context                                            */
 
 typedef struct {
     const char *key;     /* the interned name: identifies the Zone */
     prof_zone z;
+    uint32_t in_depth;   /* the thread's level and path inside the zone */
+    uint32_t in_path;
 } open_zone;
 
-typedef struct {
+/* The open zones of one contextvars context: an asyncio task, a callback,
+ * a thread's own context. Found from the context through a ContextVar,
+ * and owned by it: a task's copy of its creator's context finds the
+ * creator's stack there, sees that it is not its own (ctx differs) and
+ * makes its own, whose zones start where the creator's innermost zone
+ * was. */
+typedef struct ContextStack {
+    PyObject_HEAD
+    PyObject *ctx;                      /* the context it belongs to */
+    struct prof_thread_ *thread;        /* the thread whose levels base names */
+    uint32_t base_depth, base_path;     /* where its first zone opens */
     size_t n, cap;
     open_zone *v;
-} zone_stack;
+    struct ContextStack *prev, *next;   /* every live stack */
+} ContextStack;
+
+static PyTypeObject ContextStack_Type;
+static ContextStack *all_stacks;
+
+/* Zones still open when their context went away (a thread that exited
+ * inside a `with` block, a task dropped unfinished): kept, up to a bound,
+ * so that an end on another thread still reaches the runtime, which
+ * refuses and counts it. */
+#define ORPHANS_MAX 1024
+static open_zone orphans[ORPHANS_MAX];
+static size_t orphans_n;
+static PyObject *stack_var;             /* the ContextVar */
+
+/* Per thread: which stack the current context has (a cache keyed the way
+ * CPython keys its own ContextVar cache: the context and its version), the
+ * nesting state the last Python zone left on the thread, and the state
+ * below the Python zones (C zones around an event loop). */
+typedef struct {
+    PyObject *ctx;
+    uint64_t ctx_ver;
+    ContextStack *stack;                /* borrowed: ctx holds it */
+    int set_valid;
+    uint32_t set_depth, set_path;
+    uint32_t floor_depth, floor_path;
+} thread_py;
 
 /* initial-exec: one %fs-relative load instead of a __tls_get_addr call per
  * access. A dlopen'd module may use a few bytes of static TLS (glibc keeps
  * a surplus for exactly this); a pointer is all we take. */
 #define TLS_IE __attribute__((tls_model("initial-exec")))
-static __thread zone_stack *tls_stack TLS_IE;
+static __thread thread_py *tls_py TLS_IE;
 /* The runtime's per-thread pointer, read by the inline fast path: the same
  * treatment (libprof declares it as one pointer for this reason). */
 extern __thread struct prof_thread_ *prof_thread_self_ TLS_IE;
-pthread_key_t stack_key;            /* frees a thread's stack at its exit */
+pthread_key_t stack_key;            /* frees a thread's state at its exit */
 
 void stack_free(void *p)
 {
-    zone_stack *s = p;
-
-    if (s == NULL)
-        return;
-    free(s->v);
-    free(s);
+    free(p);
 }
 
-static zone_stack *stack_get(void)
+static inline struct prof_thread_ *self_thread(void)
 {
-    zone_stack *s = tls_stack;
-
-    if (LIKELY(s != NULL))
-        return s;
-    s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        return NULL;
-    s->cap = 16;
-    s->v = malloc(s->cap * sizeof(*s->v));
-    if (s->v == NULL) {
-        free(s);
-        return NULL;
-    }
-    tls_stack = s;
-    pthread_setspecific(stack_key, s);
-    return s;
+    return prof_thread_self_;
 }
 
-static int stack_grow(zone_stack **sp)
+static inline uint32_t thread_depth(const struct prof_thread_ *t)
 {
-    zone_stack *s = stack_get();
-    open_zone *v;
+    return __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
+}
 
-    if (s == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (s->n == s->cap) {
-        v = realloc(s->v, 2 * s->cap * sizeof(*v));
-        if (v == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->v = v;
-        s->cap *= 2;
-    }
-    *sp = s;
+/* Whether z was begun by this thread: its slot, and the slot's generation
+ * (a slot freed by an exited thread is reused by a later one). */
+static inline int begun_here(const prof_zone *z, const struct prof_thread_ *t)
+{
+    return t != NULL && ((uintptr_t)z->thread & ~(uintptr_t)1) == (uintptr_t)t &&
+           z->gen == (uint16_t)(__atomic_load_n(&t->depth, __ATOMIC_RELAXED) >>
+                                PROF_DEPTH_GEN_SHIFT_);
+}
+
+static int ContextStack_traverse(ContextStack *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->ctx);
     return 0;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Ending zones. Out-of-order ends on this thread (a generator or task that
- * suspended inside a block) are repaired by the runtime itself
- * (src/zone.c), and ends on another thread refused and counted there. */
-
-static inline void zone_end(prof_zone *z)
+static int ContextStack_clear(ContextStack *self)
 {
-    prof_zone_end_inline_(z);
+    Py_CLEAR(self->ctx);
+    return 0;
+}
+
+static void ContextStack_dealloc(ContextStack *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->prev != NULL)
+        self->prev->next = self->next;
+    else if (all_stacks == self)
+        all_stacks = self->next;
+    if (self->next != NULL)
+        self->next->prev = self->prev;
+    for (size_t i = 0; i < self->n; i++) {
+        if (self->v[i].z.start == 0)
+            continue;
+        if (orphans_n == ORPHANS_MAX) {
+            memmove(&orphans[0], &orphans[1], (ORPHANS_MAX - 1) * sizeof orphans[0]);
+            orphans_n--;
+        }
+        orphans[orphans_n++] = self->v[i];
+    }
+    ContextStack_clear(self);
+    free(self->v);
+    PyObject_GC_Del(self);
+}
+
+static PyTypeObject ContextStack_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "prof._ContextStack",
+    .tp_basicsize = sizeof(ContextStack),
+    .tp_dealloc = (destructor)ContextStack_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)ContextStack_traverse,
+    .tp_clear = (inquiry)ContextStack_clear,
+};
+
+static thread_py *thread_py_get(void)
+{
+    thread_py *tp = tls_py;
+
+    if (LIKELY(tp != NULL))
+        return tp;
+    tp = calloc(1, sizeof *tp);
+    if (tp == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    tls_py = tp;
+    pthread_setspecific(stack_key, tp);
+    return tp;
+}
+
+/* Where a zone opened now in stack s goes: inside its innermost zone, or
+ * at its base. */
+static inline void stack_top(const ContextStack *s, uint32_t *depth, uint32_t *path)
+{
+    if (s->n > 0) {
+        *depth = s->v[s->n - 1].in_depth;
+        *path = s->v[s->n - 1].in_path;
+    } else {
+        *depth = s->base_depth;
+        *path = s->base_path;
+    }
+}
+
+/* Whether the thread's nesting is what the last Python zone left (else C
+ * zones have opened since, and Python zones nest inside them). */
+static inline int python_owns_state(const thread_py *tp, const struct prof_thread_ *t)
+{
+    return tp->set_valid && thread_depth(t) == tp->set_depth &&
+           __atomic_load_n(&t->path, __ATOMIC_RELAXED) == tp->set_path;
+}
+
+static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
+{
+    PyObject *v = NULL, *token;
+    ContextStack *s, *parent;
+    struct prof_thread_ *t = self_thread();
+
+    if (ts->context == NULL) {
+        /* No context yet (nothing has used contextvars on this thread):
+         * setting a variable makes the thread's context. */
+        if ((token = PyContextVar_Set(stack_var, Py_None)) == NULL)
+            return NULL;
+        Py_DECREF(token);
+    }
+    if (PyContextVar_Get(stack_var, NULL, &v) < 0)
+        return NULL;
+    if (v == Py_None)
+        Py_CLEAR(v);
+    parent = (ContextStack *)v;
+    if (parent != NULL && parent->ctx == ts->context) {
+        s = parent;
+        Py_DECREF(v);
+        goto found;
+    }
+    s = PyObject_GC_New(ContextStack, &ContextStack_Type);
+    if (s == NULL) {
+        Py_XDECREF(v);
+        return NULL;
+    }
+    s->ctx = Py_NewRef(ts->context);
+    s->thread = t;
+    s->n = 0;
+    s->cap = 8;
+    s->v = malloc(s->cap * sizeof *s->v);
+    s->prev = NULL;
+    s->next = all_stacks;
+    if (all_stacks != NULL)
+        all_stacks->prev = s;
+    all_stacks = s;
+    if (parent != NULL && parent->thread == t && t != NULL) {
+        stack_top(parent, &s->base_depth, &s->base_path);
+    } else if (t != NULL && python_owns_state(tp, t)) {
+        s->base_depth = tp->floor_depth;
+        s->base_path = tp->floor_path;
+    } else {
+        s->base_depth = t != NULL ? thread_depth(t) : 0;
+        s->base_path = t != NULL ? __atomic_load_n(&t->path, __ATOMIC_RELAXED) : PROF_PATH_ROOT_;
+    }
+    PyObject_GC_Track(s);
+    Py_XDECREF(v);
+    if (s->v == NULL) {
+        Py_DECREF(s);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    token = PyContextVar_Set(stack_var, (PyObject *)s);
+    Py_DECREF(s);          /* the context holds it now */
+    if (token == NULL)
+        return NULL;
+    Py_DECREF(token);
+found:
+    tp->ctx = ts->context;
+    tp->ctx_ver = ts->context_ver;
+    tp->stack = s;
+    return s;
+}
+
+/* The current context's stack. */
+static inline ContextStack *stack_get(thread_py *tp)
+{
+    PyThreadState *ts = PyThreadState_GET();
+
+    if (LIKELY(ts->context != NULL && ts->context == tp->ctx && ts->context_ver == tp->ctx_ver))
+        return tp->stack;
+    return stack_slow(tp, ts);
+}
+
+static int stack_grow(ContextStack *s)
+{
+    open_zone *v = realloc(s->v, 2 * s->cap * sizeof(*v));
+
+    if (v == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->v = v;
+    s->cap *= 2;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -138,55 +309,171 @@ static inline void zone_end(prof_zone *z)
 static PyObject *special_wrapper;  /* prof._wrap_special, set by __init__ */
 PyObject *update_wrapper;          /* functools.update_wrapper */
 
-static PyObject *Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
+static int zone_open(ZoneObject *self)
 {
-    zone_stack *s = tls_stack;
+    thread_py *tp = tls_py;
+    ContextStack *s;
+    struct prof_thread_ *t;
     open_zone *e;
+    uint32_t depth, path;
 
-    if (UNLIKELY(s == NULL || s->n == s->cap) && stack_grow(&s) < 0)
-        return NULL;
+    if (UNLIKELY(tp == NULL) && (tp = thread_py_get()) == NULL)
+        return -1;
+    if (UNLIKELY((s = stack_get(tp)) == NULL))
+        return -1;
+    if (UNLIKELY(s->n == s->cap) && stack_grow(s) < 0)
+        return -1;
+    t = self_thread();
+    stack_top(s, &depth, &path);
+    if (t != NULL) {
+        if (!python_owns_state(tp, t)) {
+            /* C zones own the thread's nesting: Python's nest inside. */
+            tp->floor_depth = thread_depth(t);
+            tp->floor_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
+            if (s->n == 0 && s->thread == t) {
+                depth = s->base_depth = tp->floor_depth;
+                path = s->base_path = tp->floor_path;
+            } else {
+                depth = tp->floor_depth;
+                path = tp->floor_path;
+            }
+        } else if (UNLIKELY(tp->set_depth != depth || tp->set_path != path)) {
+            /* Another task's zone was the last: take up this one's. */
+            prof_zone_resume_(depth, path);
+        }
+    }
     e = &s->v[s->n++];
     e->key = self->name;
     e->z = prof_zone_begin_inline_(self->name);
+    t = self_thread();
+    if (e->z.start != 0 && t != NULL) {
+        e->in_depth = tp->set_depth = thread_depth(t);
+        e->in_path = tp->set_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
+        tp->set_valid = 1;
+    } else {
+        e->in_depth = depth;
+        e->in_path = path;
+    }
+    if (s->thread == NULL)
+        s->thread = t;
+    return 0;
+}
+
+static PyObject *Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (UNLIKELY(zone_open(self) < 0))
+        return NULL;
     return Py_NewRef((PyObject *)self);
 }
 
-static PyObject *Zone_exit_slow(ZoneObject *self, zone_stack *s)
+/* End the zone of entry i of stack s, begun on this thread. */
+static void end_own(thread_py *tp, ContextStack *s, size_t i)
+{
+    open_zone e = s->v[i];
+    struct prof_thread_ *t = self_thread();
+    uint32_t depth, path;
+
+    memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
+    s->n--;
+    if (e.z.start != 0 && begun_here(&e.z, t)) {
+        /* Make it the innermost zone of the thread, whatever other tasks
+         * opened meanwhile: their zones are not inside this one. */
+        if (thread_depth(t) != (uint32_t)e.z.depth + 1 ||
+            __atomic_load_n(&t->path, __ATOMIC_RELAXED) != e.in_path)
+            prof_zone_resume_((uint32_t)e.z.depth + 1, e.in_path);
+        prof_zone_end_inline_(&e.z);
+        /* Out of order within the context (generators): the thread goes
+         * on inside the context's innermost zone still open. */
+        stack_top(s, &depth, &path);
+        if (thread_depth(t) != depth || __atomic_load_n(&t->path, __ATOMIC_RELAXED) != path)
+            prof_zone_resume_(depth, path);
+        tp->set_depth = depth;
+        tp->set_path = path;
+        tp->set_valid = 1;
+        return;
+    }
+    /* Begun while off, or on a thread this context ran on before. */
+    prof_zone_end_inline_(&e.z);
+}
+
+/* An end on another thread than the zone's: the runtime refuses it,
+ * counts it with the dropped records and frees the level on the thread
+ * that began it; the caller learns of it as for prof.cuda_zone. */
+static int refuse(ZoneObject *self, prof_zone *z)
+{
+    prof_zone_end_inline_(z);
+    PyErr_Format(PyExc_RuntimeError,
+                 "prof.zone(%R) ended on another thread than the one that began it: refused "
+                 "and counted (a zone must end on the thread that began it)", self->pyname);
+    return -1;
+}
+
+static int zone_close_slow(ZoneObject *self, thread_py *tp, ContextStack *s)
 {
     size_t i;
     prof_zone z;
 
-    /* Not the innermost open zone of this thread: a generator or task that
+    /* Not the innermost open zone of this context: a generator that
      * suspended inside this block resumed after inner blocks opened. */
-    for (i = s != NULL ? s->n : 0; i-- > 0;) {
+    for (i = s->n; i-- > 0;) {
         if (s->v[i].key == self->name) {
-            z = s->v[i].z;
-            memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
-            s->n--;
-            zone_end(&z);
-            Py_RETURN_NONE;
+            end_own(tp, s, i);
+            return 0;
         }
     }
+    /* Begun in another context: on this thread (a generator resumed in
+     * another task), or on another thread, whose zone the runtime refuses
+     * and counts, giving the level back to the thread that began it. */
+    for (ContextStack *o = all_stacks; o != NULL; o = o->next) {
+        for (i = o->n; i-- > 0;) {
+            if (o->v[i].key != self->name)
+                continue;
+            z = o->v[i].z;
+            if (z.start == 0 || begun_here(&z, self_thread())) {
+                end_own(tp, o, i);
+                return 0;
+            }
+            memmove(&o->v[i], &o->v[i + 1], (o->n - i - 1) * sizeof(*o->v));
+            o->n--;
+            return refuse(self, &z);
+        }
+    }
+    for (i = orphans_n; i-- > 0;) {
+        if (orphans[i].key != self->name)
+            continue;
+        z = orphans[i].z;
+        memmove(&orphans[i], &orphans[i + 1], (orphans_n - i - 1) * sizeof orphans[0]);
+        orphans_n--;
+        return refuse(self, &z);
+    }
     PyErr_Format(PyExc_RuntimeError,
-                 "prof.zone(%R).__exit__() without a matching __enter__() on this thread "
-                 "(a zone must end on the thread that began it)",
-                 self->pyname);
-    return NULL;
+                 "prof.zone(%R).__exit__() without a matching __enter__() (a zone must end on "
+                 "the thread that began it)", self->pyname);
+    return -1;
+}
+
+static int zone_close(ZoneObject *self)
+{
+    thread_py *tp = tls_py;
+    ContextStack *s;
+
+    if (UNLIKELY(tp == NULL) && (tp = thread_py_get()) == NULL)
+        return -1;
+    if (UNLIKELY((s = stack_get(tp)) == NULL))
+        return -1;
+    if (LIKELY(s->n != 0 && s->v[s->n - 1].key == self->name)) {
+        end_own(tp, s, s->n - 1);
+        return 0;
+    }
+    return zone_close_slow(self, tp, s);
 }
 
 static PyObject *Zone_exit(ZoneObject *self, PyObject *const *Py_UNUSED(args),
                            Py_ssize_t Py_UNUSED(nargs))
 {
-    zone_stack *s = tls_stack;
-    prof_zone z;
-
-    if (LIKELY(s != NULL && s->n != 0 && s->v[s->n - 1].key == self->name)) {
-        s->n--;
-        z = s->v[s->n].z;
-        zone_end(&z);
-        Py_RETURN_NONE;    /* never swallows the exception */
-    }
-    return Zone_exit_slow(self, s);
+    if (UNLIKELY(zone_close(self) < 0))
+        return NULL;
+    Py_RETURN_NONE;    /* never swallows the exception */
 }
 
 typedef struct {
@@ -201,11 +488,21 @@ typedef struct {
 static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const *args,
                                         size_t nargsf, PyObject *kwnames)
 {
-    prof_zone z = prof_zone_begin_inline_(self->zone->name);
-    PyObject *r;
+    PyObject *r, *type, *value, *tb;
 
+    /* On the context's stack like a `with` block, so that zones inside the
+     * call nest in it and it nests in its task's zones. */
+    if (UNLIKELY(zone_open(self->zone) < 0))
+        return NULL;
     r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
-    zone_end(&z);
+    if (r == NULL) {
+        PyErr_Fetch(&type, &value, &tb);
+        zone_close(self->zone);
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (UNLIKELY(zone_close(self->zone) < 0))
+        Py_CLEAR(r);
     return r;
 }
 
@@ -367,15 +664,28 @@ PyObject *py_set_special_wrapper(PyObject *Py_UNUSED(m), PyObject *fn)
     Py_RETURN_NONE;
 }
 
-/* For tests: this thread's open Python zones and the runtime's depth. */
+/* For tests: the current context's open Python zones and the runtime's
+ * depth on this thread. */
 PyObject *py_debug_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 {
-    zone_stack *s = tls_stack;
+    thread_py *tp = thread_py_get();
+    ContextStack *s = tp != NULL ? stack_get(tp) : NULL;
     uint32_t depth, dead;
     int repair;
 
+    if (s == NULL)
+        return NULL;
     prof_thread_nesting_(&depth, &dead, &repair);
-    return Py_BuildValue("{s:n,s:l,s:K,s:l}", "open", (Py_ssize_t)(s ? s->n : 0), "depth",
+    return Py_BuildValue("{s:n,s:l,s:K,s:l}", "open", (Py_ssize_t)s->n, "depth",
                          prof_thread_self_ != NULL ? (long)depth : -1L, "dead",
                          (unsigned long long)dead, "dead_pending", (long)repair);
+}
+
+/* Module set-up: the ContextVar that finds each context's stack. */
+int zone_stacks_init(void)
+{
+    if (PyType_Ready(&ContextStack_Type) < 0)
+        return -1;
+    stack_var = PyContextVar_New("prof._open_zones", NULL);
+    return stack_var == NULL ? -1 : 0;
 }

@@ -13,6 +13,7 @@ What prof promises here (docs/PYTHON.md, "Threads, generators, async"):
   RuntimeError.
 """
 import asyncio
+import json
 import threading
 import time
 
@@ -63,7 +64,18 @@ def test_threads_overlapping_same_object_with_sleeps():
     assert st["count"] == 9 and st["min_ms"] >= 10.0
 
 
-def test_cross_thread_exit_raises():
+def _dropped():
+    return json.loads(prof.summary("json"))["dropped"]
+
+
+def test_cross_thread_exit_refused_counted_and_freed():
+    # docs/CONFIG.md: a zone ended on another thread is refused, counted
+    # with the dropped records, and its level freed on the thread that
+    # began it; the ending thread learns of it (RuntimeError), as with
+    # prof.cuda_zone.
+    with prof.zone("xthread.before"):
+        pass
+    dropped0 = _dropped()
     z = prof.zone("xthread")
     z.__enter__()
 
@@ -74,9 +86,17 @@ def test_cross_thread_exit_raises():
         assert st["open"] == 0 and st["depth"] in (-1, 0) and st["dead"] == 0
 
     run_threads(other, [()])
-    z.__exit__(None, None, None)         # the owner can still end it
+    with pytest.raises(RuntimeError):    # ended already: nothing to end
+        z.__exit__(None, None, None)
+    with prof.zone("xthread.after"):     # the owner's level was given back
+        with prof.zone("xthread.child"):
+            pass
     assert clean_state()
-    assert prof.stats("xthread")["count"] == 1
+    s = prof.stats()
+    assert "xthread" not in s
+    assert s["xthread.after"]["parent"] is None and s["xthread.after"]["depth"] == 0
+    assert s["xthread.child"]["parent"] == "xthread.after"
+    assert _dropped() - dropped0 == 1
 
 
 def test_generator_zone_spans_yields_and_nests_consumer():
@@ -122,8 +142,8 @@ def test_interleaved_generators_out_of_order():
     next(b)                               # open b inside a
     with pytest.raises(StopIteration):
         next(a); next(a)                  # noqa: E702  close a first (out of order)
-    st = _prof._debug_state()
-    assert st["open"] == 1 and st["depth"] == 2 and st["dead"] == 1
+    st = _prof._debug_state()             # the thread goes on inside b
+    assert st["open"] == 1 and st["depth"] == 2 and st["dead"] == 0
     with prof.zone("gen.mid"):            # still nested under b
         pass
     with pytest.raises(StopIteration):

@@ -34,7 +34,7 @@ static void spin(int n)
 
 static uint32_t depth_now(void)
 {
-    return prof_thread_self_ == NULL ? 0 : prof_thread_self_->depth;
+    return prof_thread_self_ == NULL ? 0 : prof_thread_self_->depth & (PROF_DEPTH_LEVEL_ | PROF_DEPTH_REPAIR_);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -151,7 +151,7 @@ static void test_deep(void)
 
 /* Nested by a loop rather than by recursion: ThreadSanitizer keeps a shadow
  * stack of 64k frames and overflows it (a SIGSEGV now and then) before
- * prof's limit of 65535 zones is reached.  prof sees the same thing either
+ * prof's limit of 32767 zones is reached.  prof sees the same thing either
  * way: zones opened on one thread, each inside the last. */
 static void *limit_thread(void *arg)
 {

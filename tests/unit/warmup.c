@@ -1,6 +1,6 @@
 /* warmup.c - PROF_SKIP_STEPS=5 (set by meson): the first five steps count
- * in no statistic, so a slow first iteration does not skew the average or
- * the maximum; and the collector thread is named "prof-collector", as
+ * in no statistic, so an odd first iteration does not skew the numbers;
+ * and the collector thread is named "prof-collector", as
  * top -H, gdb and py-spy show it. */
 #include <prof.h>
 
@@ -40,15 +40,17 @@ int main(void)
     for (int step = 1; step <= 20; step++) {
         {
             PROF_ZONE("work");
-            /* Warm-up: the first five steps are 20 ms, the rest 0.2 ms. */
-            test_spin_ns(step <= 5 ? 20000000 : 200000);
+            /* The first five steps are empty, the rest at least 2 ms: a
+             * warm-up zone in the statistics shows as a minimum under 2
+             * ms, which no load can fake (it only makes zones longer). */
+            if (step > 5)
+                test_spin_ns(2000000);
         }
         prof_step();
     }
     st = test_stats("work");
     CHECK_EQ(st.count, 15);
-    CHECK_LT(st.max_ns, 10000000);
-    CHECK_LT(st.avg_ns, 10000000.0);
+    CHECK_GE(st.min_ns, 2000000);
     CHECK_MSG(collector_named(), "no thread named prof-collector in /proc/self/task");
     return 0;
 }
