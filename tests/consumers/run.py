@@ -129,8 +129,10 @@ def expect_no_libprof(exe):
 
 
 def prefix_install(source, work):
-    """meson setup --prefix P; meson install: the commands of docs/BUILD.md
-    (plus options that only skip what the routes do not use). Returns P."""
+    """meson setup --prefix P; meson install: the commands of docs/BUILD.md,
+    with no options. That builds what it installs and nothing else (the
+    libraries; tests, examples, benchmarks and the Python extension are
+    opt-in), which is checked. Returns P."""
     need("meson", "ninja")
     os.makedirs(work, exist_ok=True)
     prefix = os.path.join(work, "prefix")
@@ -138,9 +140,14 @@ def prefix_install(source, work):
     with open(os.path.join(work, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(os.path.join(build, "build.ninja")):
-            run(["meson", "setup", build, source, "--prefix=" + prefix,
-                 "-Dtests=false", "-Dbench=false", "-Dexamples=false", "-Dpython=false"],
-                env=clean_env())
+            run(["meson", "setup", build, source, "--prefix=" + prefix], env=clean_env())
+            targets = json.loads(run(["meson", "introspect", "--targets", build]).stdout)
+            built = sorted(t["name"] for t in targets if t["build_by_default"])
+            if built != ["prof", "prof_static"]:
+                shutil.rmtree(build)
+                raise Fail("a plain prefix install builds %s; want only the libraries "
+                           "(prof, prof_static)" % built)
+            log("ok: a plain `meson setup --prefix` builds only %s" % ", ".join(built))
         # Install only when something was rebuilt: routes running in
         # parallel use the prefix, and an install rewrites its files.
         built = run(["ninja", "-C", build], env=clean_env()).stdout
