@@ -46,8 +46,10 @@ build() {   # stage name, build dir, then meson options
         step_log "$_stage: meson setup $_dir" "$logs/$_stage-setup.log" \
             meson setup "$_dir" "$@" || return 1
     else
-        step_log "$_stage: meson configure $_dir" "$logs/$_stage-setup.log" \
-            meson configure "$_dir" "$@" || return 1
+        # --reconfigure, not meson configure: it reads meson_options.txt
+        # again, so a build directory older than an option takes it.
+        step_log "$_stage: meson setup --reconfigure $_dir" "$logs/$_stage-setup.log" \
+            meson setup --reconfigure "$_dir" "$@" || return 1
     fi
     step_log "$_stage: ninja -C $_dir" "$logs/$_stage.log" ninja -C "$_dir" -j "$jobs"
 }
