@@ -1,7 +1,8 @@
 #!/bin/sh
 # Install what building and testing prof needs, from Debian's packages, when
 # it is missing. Run as root on a fresh Debian 12 machine; a no-op when
-# everything is there.
+# everything is there. apt's output goes to a log; when apt fails, the
+# script says which step and shows the log's last lines.
 set -eu
 
 need=""
@@ -16,8 +17,22 @@ if [ "$(id -u)" != 0 ]; then
     echo "deps: missing packages:$need; run as root or install them" >&2
     exit 1
 fi
-echo "deps: installing$need" >&2
+log=${PROF_DEPS_LOG:-${TMPDIR:-/tmp}/prof-deps.log}
+: > "$log"
+apt() {   # what, then the command
+    what=$1; shift
+    if ! "$@" >> "$log" 2>&1; then
+        echo "deps: FAILED: $what ($*)" >&2
+        echo "deps: last 40 lines of $log:" >&2
+        tail -n 40 "$log" | sed 's/^/    /' >&2
+        exit 1
+    fi
+}
+echo "deps: installing$need (log: $log)" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
+apt "apt-get update" apt-get update -q
+# A fresh machine may be running its own apt (unattended upgrades): wait
+# for dpkg's lock rather than fail on it.
 # shellcheck disable=SC2086
-apt-get install -y -q --no-install-recommends $need >/dev/null
+apt "apt-get install" apt-get install -y -q --no-install-recommends \
+    -o DPkg::Lock::Timeout=600 $need

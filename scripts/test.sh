@@ -1,62 +1,137 @@
 #!/bin/sh
-# The whole test suite, as CI runs it:
-#   1. gcc and clang builds with -Wall -Wextra -Werror (every target,
-#      examples and benchmarks included);
-#   2. every suite (unit, integration, cuda, faults, load, fuzz replay,
-#      python, tools, consumers) on the gcc build, and the libFuzzer targets (20 s
-#      each) on the clang build;
-#   3. the C suites again under AddressSanitizer + UndefinedBehaviorSanitizer
-#      and under ThreadSanitizer (not the load suite: its memory figures mean
-#      nothing under a sanitizer's allocator, and it runs valgrind).
+# The whole test suite, as CI runs it, in stages:
+#   gcc-build      gcc, -Wall -Wextra -Werror, every target (tests,
+#                  examples, benchmarks, the Python extension)
+#   clang-build    the same with clang (no Python extension)
+#   gcc-suites     every C suite on the gcc build (unit, integration, cuda,
+#                  faults, load, fuzz replay, plugin, distributed)
+#   fuzz           the libFuzzer targets, bounded in time (clang build)
+#   asan-ubsan     the C suites under AddressSanitizer + UBSan
+#   tsan           the C suites under ThreadSanitizer
+#   python         the pytest suite on the gcc build
+#   tools          prof-merge, prof-diff, prof-report
+#   consumers      prof brought into other builds (make, CMake, meson
+#                  subproject without cmake, pip wheel)
+# Every stage runs, whatever an earlier one gave; at the end one table
+# says PASS or FAIL and the seconds of each, and the exit status is 1 when
+# any failed. A stage's output is in build-test-logs/STAGE.log; a failing
+# stage prints its log's last lines. The sanitizer stages skip the load
+# suite (its memory figures mean nothing under a sanitizer's allocator, and
+# it runs valgrind).
+#
 # Installs what it needs from Debian's packages when missing (as root):
-# without Open MPI the MPI tests, and without node the flame graph's
-# script check, would skip and prove nothing.
-# PROF_TEST_QUICK=1 scales the heavier tests down.
-set -eu
-cd "$(dirname "$0")/.."
+# without Open MPI the MPI tests, without node the flame graph's script
+# check, without locales the comma-decimal trace test would skip and prove
+# nothing. PROF_TEST_QUICK=1 scales the heavier tests down.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. scripts/steps.sh
 
+logs=build-test-logs
+mkdir -p "$logs"
+PROF_DEPS_LOG=$(pwd)/$logs/deps.log
+export PROF_DEPS_LOG
+# Without its packages nothing below means anything: this one stops here.
 sh scripts/deps.sh meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev \
     python3 python3-dev python3-pytest cython3 python3-numpy python3-mesonpy \
     python3-pip python3-venv python3-torch valgrind cmake patchelf make \
-    openmpi-bin libopenmpi-dev nodejs
+    openmpi-bin libopenmpi-dev nodejs locales prometheus tmux || exit 1
 
 jobs=$(nproc)
-step() { printf '\n=== %s\n' "$*" >&2; }
 
-setup() {   # dir, then meson options
-    dir=$1; shift
-    if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" "$@" >/dev/null
+build() {   # stage name, build dir, then meson options
+    _stage=$1 _dir=$2
+    shift 2
+    if [ ! -f "$_dir/build.ninja" ]; then
+        step_log "$_stage: meson setup $_dir" "$logs/$_stage-setup.log" \
+            meson setup "$_dir" "$@" || return 1
     else
-        meson configure "$dir" "$@" >/dev/null
+        # --reconfigure, not meson configure: it reads meson_options.txt
+        # again, so a build directory older than an option takes it.
+        step_log "$_stage: meson setup --reconfigure $_dir" "$logs/$_stage-setup.log" \
+            meson setup --reconfigure "$_dir" "$@" || return 1
     fi
-    # Quiet unless it fails: then the compiler's messages are the log.
-    ninja -C "$dir" -j "$jobs" > "$dir/ninja.log" 2>&1 || { cat "$dir/ninja.log" >&2; exit 1; }
+    step_log "$_stage: ninja -C $_dir" "$logs/$_stage.log" ninja -C "$_dir" -j "$jobs"
 }
 
-step "gcc, -Werror, every target"
-CC=gcc CXX=g++ setup build-test-gcc -Dwerror=true -Dpython=true
-step "clang, -Werror, every target"
-CC=clang CXX=clang++ setup build-test-clang -Dwerror=true -Dpython=false
+suite() {   # stage name, then meson test's arguments
+    _stage=$1
+    shift
+    step_tee "$_stage: meson test $*" "$logs/$_stage.log" \
+        meson test --print-errorlogs --num-processes "$jobs" "$@"
+}
 
-step "all suites (gcc build)"
-meson test -C build-test-gcc --print-errorlogs --num-processes "$jobs"
+# Each stage runs in a subshell: what it exports stays there. A plain setup
+# builds only what an install installs (meson_options.txt): each build
+# turns on what it tests.
+st_gcc_build() {
+    export CC=gcc CXX=g++
+    build gcc-build build-test-gcc -Dwerror=true -Dtests=true -Dexamples=true -Dbench=true \
+        -Dpython=true -Dnvcc_examples=auto
+}
+st_clang_build() {
+    export CC=clang CXX=clang++
+    build clang-build build-test-clang -Dwerror=true -Dtests=true -Dexamples=true -Dbench=true \
+        -Dpython=false -Dnvcc_examples=auto
+}
+st_gcc_suites() {
+    suite gcc-suites -C build-test-gcc --no-suite python --no-suite tools --no-suite consumers
+}
+st_fuzz() {
+    suite fuzz -C build-test-clang --suite fuzz
+}
+st_asan_ubsan() {
+    export CC=gcc CXX=g++
+    build asan-ubsan-build build-test-asan -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dbuildtype=debugoptimized -Dtests=true -Dexamples=true \
+        -Dpython=false -Dbench=false || return 1
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+    export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+    suite asan-ubsan -C build-test-asan --no-suite python --no-suite tools --no-suite load
+}
+st_tsan() {
+    export CC=clang CXX=clang++
+    build tsan-build build-test-tsan -Db_sanitize=thread \
+        -Db_lundef=false -Dbuildtype=debugoptimized -Dtests=true -Dexamples=true \
+        -Dpython=false -Dbench=false || return 1
+    export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    suite tsan -C build-test-tsan --no-suite python --no-suite tools --no-suite load
+}
+st_python() {
+    suite python -C build-test-gcc --suite python
+}
+st_tools() {
+    suite tools -C build-test-gcc --suite tools
+}
+st_consumers() {
+    suite consumers -C build-test-gcc --suite consumers
+}
 
-step "libFuzzer targets, bounded time (clang build)"
-meson test -C build-test-clang --print-errorlogs --suite fuzz
+table=""
+failed=0
+for stage in gcc-build clang-build gcc-suites fuzz asan-ubsan tsan python tools consumers; do
+    printf '\n=== %s (log: %s/%s.log)\n' "$stage" "$logs" "$stage" >&2
+    t0=$(date +%s)
+    rc=0
+    ( "st_$(echo "$stage" | tr - _)" ) || rc=$?
+    secs=$(( $(date +%s) - t0 ))
+    if [ "$rc" = 0 ]; then
+        result=PASS
+    else
+        result=FAIL
+        failed=$((failed + 1))
+    fi
+    printf '=== %s: %s in %d s\n' "$stage" "$result" "$secs" >&2
+    table="$table$(printf '%-14s %-5s %6d' "$stage" "$result" "$secs")
+"
+done
 
-step "C suites under AddressSanitizer + UndefinedBehaviorSanitizer"
-CC=gcc CXX=g++ setup build-test-asan -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbuildtype=debugoptimized -Dpython=false -Dbench=false
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-test-asan --print-errorlogs --num-processes "$jobs" \
-    --no-suite python --no-suite tools --no-suite load
-
-step "C suites under ThreadSanitizer"
-CC=clang CXX=clang++ setup build-test-tsan -Db_sanitize=thread -Db_lundef=false \
-    -Dbuildtype=debugoptimized -Dpython=false -Dbench=false
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    meson test -C build-test-tsan --print-errorlogs --num-processes "$jobs" \
-    --no-suite python --no-suite tools --no-suite load
-
-step "all green"
+{
+    printf '\nstage          result  seconds\n%s' "$table"
+    if [ "$failed" = 0 ]; then
+        echo "all stages passed"
+    else
+        echo "$failed stage(s) FAILED: their logs are in $logs/"
+    fi
+} >&2
+[ "$failed" = 0 ]

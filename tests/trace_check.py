@@ -11,7 +11,11 @@ unterminated; when the kill landed inside a batch's write, the last event
 is cut, and is dropped as docs/TRACE.md tells users to).
 
 Exit 0 when the file is valid; otherwise print the first problem and exit 1.
-Importable: check_trace(path, ...) returns the events or raises TraceError.
+Importable: check_trace(path, ...) returns the events or raises TraceError;
+check_trace_stream(path, ...) makes the same checks reading the file a
+piece at a time and returns counts (TraceStats), and iter_events(path)
+yields the events one by one: for traces too large to hold as objects
+(a stress test's parent writes hundreds of MB).
 
 Deliberately independent of tools/prof_tools.py (whose output it also
 checks) and stricter than the tools and viewers: strict UTF-8, no NaN or
@@ -329,6 +333,248 @@ def check_trace(path, allow_unterminated=False, expect_stages=(), min_events=0):
     events = parse(data, allow_unterminated, partial_last=cut)
     check_events(events, expect_stages, min_events)
     return events
+
+
+# ---------------------------------------------------------------------------
+# Streaming: the same checks without holding the events. A trace of N
+# zones costs a few small tuples per zone (for the nesting checks) instead
+# of N parsed objects.
+
+_WS = ' \t\n\r'
+_CHUNK = 1 << 20
+
+
+def _chunks(path, allow_unterminated):
+    """(text pieces, strictly decoded, and a flag: True once a gzip member
+    turned out to be cut short)."""
+    import codecs
+    dec = codecs.getincrementaldecoder('utf-8')('strict')
+    state = {'cut': False}
+
+    def raw():
+        try:
+            f = open(path, 'rb')
+        except OSError as e:
+            raise TraceError(f'cannot read: {e.strerror}') from None
+        with f:
+            if not path.endswith('.gz'):
+                while True:
+                    b = f.read(_CHUNK)
+                    if not b:
+                        return
+                    yield b
+            head = f.read(2)
+            if head != b'\x1f\x8b':
+                raise TraceError('named .gz but not gzip')
+            z = zlib.decompressobj(31)
+            b = head + f.read(_CHUNK)
+            while b:
+                try:
+                    out = z.decompress(b)
+                except zlib.error as e:
+                    raise TraceError(f'corrupt gzip stream: {e}') from None
+                if out:
+                    yield out
+                if z.eof:
+                    rest = z.unused_data + f.read()
+                    if rest:
+                        raise TraceError(f'{len(rest)} bytes after the gzip member')
+                    return
+                b = f.read(_CHUNK)
+            if not allow_unterminated:
+                raise TraceError('gzip stream cut short (no end of member: the process was killed?)')
+            state['cut'] = True
+
+    offset = 0
+    for b in raw():
+        try:
+            yield dec.decode(b), state
+        except UnicodeDecodeError as e:
+            at = offset + e.start
+            raise TraceError(f'invalid UTF-8 at byte {at}: {e.object[e.start:e.start + 4]!r}') from None
+        offset += len(b)
+    try:
+        yield dec.decode(b'', final=True), state
+    except UnicodeDecodeError as e:
+        raise TraceError(f'invalid UTF-8 at byte {offset + e.start}') from None
+
+
+def iter_events(path, allow_unterminated=False):
+    """Yield the events of the trace at path one at a time, with parse()'s
+    rules (strict JSON and UTF-8, the array form, the closing ']' unless
+    allowed to be missing; a cut gzip stream's last event is dropped)."""
+    decoder = json.JSONDecoder(parse_constant=_constant, parse_float=_float,
+                               object_pairs_hook=_pairs)
+    buf, pos, started, state = '', 0, False, {'cut': False}
+    chunks = _chunks(path, allow_unterminated)
+    eof = False
+
+    def more():
+        nonlocal buf, pos, eof, state
+        for text, st in chunks:
+            state = st
+            buf = buf[pos:] + text
+            pos = 0
+            if text:
+                return True
+        eof = True
+        buf = buf[pos:]
+        pos = 0
+        return False
+
+    def skip_ws():
+        nonlocal pos
+        while True:
+            while pos < len(buf) and buf[pos] in _WS:
+                pos += 1
+            if pos < len(buf) or eof or not more():
+                return
+
+    def unterminated():
+        if not allow_unterminated:
+            raise TraceError('no closing "]" (unterminated trace; a normal exit must write it)')
+
+    skip_ws()
+    if buf.startswith('\ufeff'):
+        raise TraceError('file starts with a byte order mark')
+    if pos >= len(buf):
+        raise TraceError('invalid JSON: Expecting value at line 1 column 1')
+    if buf[pos] != '[':
+        raise TraceError('top level is not a JSON array (prof writes the array form)')
+    pos += 1
+    first = True
+    while True:
+        skip_ws()
+        if pos >= len(buf):
+            unterminated()
+            return
+        if buf[pos] == ']':
+            pos += 1
+            skip_ws()
+            if pos < len(buf):
+                raise TraceError('invalid JSON: Extra data after the closing "]"')
+            return
+        if not first:
+            if buf[pos] != ',':
+                raise TraceError(f'invalid JSON: expecting "," or "]" (found {buf[pos]!r})')
+            pos += 1
+            skip_ws()
+            if pos >= len(buf):
+                unterminated()
+                # parse() would append "]" after the comma: not JSON.
+                raise TraceError('invalid JSON even with "]" appended: a "," ends the text')
+        first = False
+        while True:
+            try:
+                e, end = decoder.raw_decode(buf, pos)
+                if end == len(buf) and not eof:
+                    raise json.JSONDecodeError('more', buf, end)   # a number may go on
+                break
+            except json.JSONDecodeError as err:
+                if not eof:
+                    more()
+                    continue
+                # At the end of the text: an event cut short.
+                if state['cut'] and allow_unterminated:
+                    return                   # dropped, as docs/TRACE.md says
+                if allow_unterminated and not buf.rstrip().endswith(']'):
+                    raise TraceError(f'invalid JSON even with "]" appended: {err.msg}') from None
+                raise TraceError(f'invalid JSON: {err.msg} at line {err.lineno} column '
+                                 f'{err.colno} of the text read') from None
+        pos = end
+        for s in _strings(e):
+            try:
+                s.encode('utf-8')
+            except UnicodeEncodeError:
+                raise TraceError(f'lone UTF-16 surrogate escape in string {s!r}') from None
+        yield e
+
+
+class TraceStats:
+    """What check_trace_stream saw: events in all, by ph, pids, zone names."""
+
+    def __init__(self):
+        self.events = 0
+        self.kinds = {}
+        self.pids = set()
+        self.zone_names = set()
+        self.x_events = 0
+
+
+def _nesting_compact(threads, slack, what, event_at):
+    """check_nesting's rule over (start, -end, index) tuples per thread;
+    event_at(i) fetches an event for the message."""
+    for (pid, tid), zones in threads.items():
+        zones.sort()
+        stack = []
+        for ts, nend, i in zones:
+            end = -nend
+            while stack and stack[-1][0] <= ts + slack:
+                stack.pop()
+            if stack and end > stack[-1][0] + slack:
+                p, c = event_at(stack[-1][1]), event_at(i)
+                raise TraceError(
+                    f'pid {pid} tid {tid}: {what}{c["name"]!r} (event {i}, ts {c["ts"]}, dur '
+                    f'{c["dur"]}) starts inside {p["name"]!r} (event {stack[-1][1]}, ts {p["ts"]}, '
+                    f'dur {p["dur"]}) and ends after it')
+            stack.append((end, i))
+
+
+def check_trace_stream(path, allow_unterminated=False, expect_stages=(), min_events=0):
+    """check_trace's checks, reading the file as a stream: returns a
+    TraceStats, or raises TraceError."""
+    st = TraceStats()
+    current = False
+    named, first_of_pid = set(), {}
+    limit_at = None
+    exact, viewer = {}, {}
+    for i, e in enumerate(iter_events(path, allow_unterminated)):
+        if i == 0 and isinstance(e, dict):
+            prof = (e.get('args') or {}).get('prof') if isinstance(e.get('args'), dict) else None
+            current = isinstance(prof, dict) and 'ts_origin_ns' in prof
+        check_event(i, e, no_x_args=current)
+        if i == 0:
+            check_prof_args(e)
+        if limit_at is not None:
+            raise TraceError(f'event {limit_at}: the size-limit note must be the last event')
+        ph = e['ph']
+        st.events += 1
+        st.kinds[ph] = st.kinds.get(ph, 0) + 1
+        st.pids.add(e['pid'])
+        first_of_pid.setdefault(e['pid'], (i, e['name']))
+        if ph == 'M' and e['name'] == 'process_name':
+            named.add(e['pid'])
+        elif ph == 'i' and e['name'].startswith(LIMIT_PREFIX):
+            limit_at = i
+        elif ph == 'X':
+            st.x_events += 1
+            st.zone_names.add(e['name'])
+            key = (e['pid'], e['tid'])
+            ts_ns = round(e['ts'] * 1000)
+            exact.setdefault(key, []).append((ts_ns, -(ts_ns + round(e['dur'] * 1000)), i))
+            if current and e.get('cat') == 'cpu':
+                ts = float(e['ts'])
+                viewer.setdefault(key, []).append((ts, -(ts + float(e['dur'])), i))
+    for pid, (i, name) in sorted(first_of_pid.items(), key=lambda kv: kv[1][0]):
+        if pid not in named:
+            raise TraceError(f'event {i} ({name!r}): pid {pid} has no process_name metadata')
+
+    def event_at(k):
+        for j, e in enumerate(iter_events(path, allow_unterminated)):
+            if j == k:
+                return e
+        raise TraceError(f'event {k} vanished on a second read')
+    _nesting_compact(exact, SLACK_NS, 'zones overlap without nesting: ', event_at)
+    exact.clear()
+    if current:
+        _nesting_compact(viewer, 0, 'in double arithmetic, ', event_at)
+    for s in expect_stages:
+        if s not in st.zone_names:
+            raise TraceError(f'no X event named {s!r} (stages seen: '
+                             f'{", ".join(sorted(st.zone_names)[:20])})')
+    if st.x_events < min_events:
+        raise TraceError(f'{st.x_events} X events, expected at least {min_events}')
+    return st
 
 
 def main(argv=None):

@@ -12,6 +12,8 @@ ROUTE is one of:
   cxx-names  the same names from g++ and clang++, C++11 and C++17
   meson-sub  prof as a meson subproject: only the library is built, only
              the consumer's tests run; -Dprof:prof_disable=true builds nothing
+  meson-sub-nocmake  the same subproject, configured and built with no
+             cmake on PATH (a directory of links to every other program)
   pip-message  pip install --no-build-isolation . in a venv without
              meson-python names what is missing
   wheel      pip wheel with Debian's python3, installed into a fresh venv
@@ -127,8 +129,10 @@ def expect_no_libprof(exe):
 
 
 def prefix_install(source, work):
-    """meson setup --prefix P; meson install: the commands of docs/BUILD.md
-    (plus options that only skip what the routes do not use). Returns P."""
+    """meson setup --prefix P; meson install: the commands of docs/BUILD.md,
+    with no options. That builds what it installs and nothing else (the
+    libraries; tests, examples, benchmarks and the Python extension are
+    opt-in), which is checked. Returns P."""
     need("meson", "ninja")
     os.makedirs(work, exist_ok=True)
     prefix = os.path.join(work, "prefix")
@@ -136,9 +140,14 @@ def prefix_install(source, work):
     with open(os.path.join(work, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(os.path.join(build, "build.ninja")):
-            run(["meson", "setup", build, source, "--prefix=" + prefix,
-                 "-Dtests=false", "-Dbench=false", "-Dexamples=false", "-Dpython=false"],
-                env=clean_env())
+            run(["meson", "setup", build, source, "--prefix=" + prefix], env=clean_env())
+            targets = json.loads(run(["meson", "introspect", "--targets", build]).stdout)
+            built = sorted(t["name"] for t in targets if t["build_by_default"])
+            if built != ["prof", "prof_static"]:
+                shutil.rmtree(build)
+                raise Fail("a plain prefix install builds %s; want only the libraries "
+                           "(prof, prof_static)" % built)
+            log("ok: a plain `meson setup --prefix` builds only %s" % ", ".join(built))
         # Install only when something was rebuilt: routes running in
         # parallel use the prefix, and an install rewrites its files.
         built = run(["ninja", "-C", build], env=clean_env()).stdout
@@ -293,6 +302,56 @@ def route_meson_sub(source, work, tmp):
             expect_stages(run_profiled(exe, tmp), {"sub_step": 3}, "meson-sub: app")
 
 
+def path_without(tmp, banned):
+    """A directory of symlinks to every program on PATH except those named
+    in banned (first one found wins, as for the shell): a PATH on which
+    they are not found, with everything else where it was."""
+    bin_dir = os.path.join(tmp, "path-bin")
+    os.makedirs(bin_dir)
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            exe = os.path.join(d, name)
+            link = os.path.join(bin_dir, name)
+            if name in banned or os.path.lexists(link):
+                continue
+            if os.access(exe, os.X_OK) and not os.path.isdir(exe):
+                os.symlink(exe, link)
+    return bin_dir
+
+
+def route_meson_sub_nocmake(source, work, tmp):
+    """No tool beyond meson, ninja and a C compiler builds prof as a
+    subproject: PATH without cmake (meson's cmake module once wrote the
+    CMake package files and stopped the configure without it)."""
+    need("meson", "ninja")
+    app = copy_consumer("meson-sub", tmp)
+    os.symlink(source, os.path.join(app, "subprojects", "prof"))
+    bin_dir = path_without(tmp, {"cmake", "cmake3"})
+    env = clean_env(PATH=bin_dir)
+    if shutil.which("cmake", path=bin_dir):
+        raise Fail("cmake is still on the stripped PATH %s" % bin_dir)
+    build = os.path.join(app, "build")
+    run(["meson", "setup", build, app, "--wrap-mode=nodownload"], env=env)
+    run(["ninja", "-C", build], env=env)
+    expect_stages(run_profiled(os.path.join(build, "app"), tmp), {"sub_step": 3},
+                  "meson-sub without cmake: app")
+    # prof's own build, as a prefix install configures it, needs no cmake
+    # either: the CMake package files are text it writes when configured
+    # (the build itself is the subproject's above; consumer-cmake checks
+    # that find_package reads the installed files).
+    own = os.path.join(tmp, "build-own")
+    run(["meson", "setup", own, source, "--prefix=" + os.path.join(tmp, "prefix")], env=env)
+    installed = json.loads(run(["meson", "introspect", "--installed", own]).stdout).values()
+    for f in ("profConfig.cmake", "profConfigVersion.cmake"):
+        dest = os.path.join(tmp, "prefix", "lib", "cmake", "prof", f)
+        if not os.path.isfile(os.path.join(own, "src", f)) or dest not in installed:
+            raise Fail("configured without cmake, prof does not write and install %s" % dest)
+    log("ok: without cmake on PATH, prof builds as a subproject, and configures a prefix "
+        "install with its CMake files")
+
+
 def route_pip_message(source, work, tmp):
     """A venv with no meson-python: pip install --no-build-isolation must
     stop with our message naming the packages, not a traceback."""
@@ -381,6 +440,7 @@ ROUTES = {
     "cmake": route_cmake,
     "cxx-names": route_cxx_names,
     "meson-sub": route_meson_sub,
+    "meson-sub-nocmake": route_meson_sub_nocmake,
     "pip-message": route_pip_message,
     "wheel": route_wheel,
 }

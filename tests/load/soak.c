@@ -5,7 +5,9 @@
  *                     tracing off, as fast as they can, so most records are
  *                     dropped. Resident memory is sampled every 10 ms: after
  *                     the warm-up (every thread attached, 10% done) it must
- *                     stay flat (growth < 2 MB). Every zone is accounted
+ *                     stay flat (growth < 2 MB, plus the cold part of each
+ *                     ring, which a collector the machine holds back may
+ *                     populate late). Every zone is accounted
  *                     for: recorded + dropped == issued.
  *     soak realistic  4 threads, each zone wrapping 10 us of work (about
  *                     100,000 zones/s per thread when it has a core), 1e5
@@ -30,6 +32,9 @@
 #include "load.h"
 
 #define THREADS 4
+/* The default ring: 128k records of 32 bytes, the first 32k populated when
+ * the thread starts, the other 96k (3 MB) only when needed. */
+#define RING_COLD_KB 3072L
 
 struct worker {
     pthread_t id;
@@ -117,7 +122,13 @@ static uint64_t run_workers(uint64_t per_thread, uint64_t work_ns, int monitor)
         FIGURE("rss_max", "MB", "%.1f", max_kb / 1024.0);
         FIGURE("rss_growth", "kB", "%ld", max_kb - warm_kb);
         FIGURE("rss_samples", "samples", "%d", samples);
-        CHECK_MSG(max_kb - warm_kb < 2048, "RSS grew by %ld kB after warm-up", max_kb - warm_kb);
+        /* Flat: what a ring may still add after the warm-up is its cold
+         * part, populated only while the collector is behind the thread
+         * (docs/CONFIG.md, PROF_BUFFER), which a loaded machine decides;
+         * anything past that and 2 MB is growth with the zones recorded. */
+        CHECK_MSG(max_kb - warm_kb < 2048 + THREADS * RING_COLD_KB,
+                  "RSS grew by %ld kB after warm-up: more than 2 MB and %d rings' cold part "
+                  "(%ld kB each)", max_kb - warm_kb, THREADS, RING_COLD_KB);
     }
     return issued;
 }

@@ -142,3 +142,61 @@ def test_expectations(write):
     assert p.returncode == 1 and '1000' in p.stderr
     assert check('/nonexistent.json').returncode == 1
     assert check(write('obj.json', '{"traceEvents": []}')).returncode == 1
+
+
+# check_trace_stream / iter_events: the same verdicts reading the file a
+# piece at a time (pieces of 7 bytes here, so that events, strings, numbers
+# and UTF-8 sequences are cut at every place).
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(trace_check, '_CHUNK', 7)
+
+
+def test_stream_accepts_what_check_trace_accepts(write, small_chunks):
+    f = write('t.json', synth.trace_text(lines()))
+    events = trace_check.check_trace(f)
+    assert list(trace_check.iter_events(f)) == events
+    st = trace_check.check_trace_stream(f, expect_stages=['forward'], min_events=18)
+    assert st.events == len(events) and st.x_events == 18
+    assert st.pids == {e['pid'] for e in events}
+    base = lines(1)[:1]
+    ok = [x('p', 10.0, 5.0), x('c', 10.0, 5.001, depth=1), x('s', 15.0, 1.0),
+          x('z', 16.0, 0.0), x('\ud83d\ude00 \\u00e9', 17.0, 1.0)]
+    trace_check.check_trace_stream(write('t2.json', synth.trace_text(base + ok)))
+    assert trace_check.check_trace_stream(write('e.json', '[\n]\n')).events == 0
+
+
+@pytest.mark.parametrize('what', list(BAD))
+def test_stream_rejects(write, small_chunks, what):
+    f = write('bad.json', synth.trace_text(lines(1)[:1] + BAD[what]))
+    with pytest.raises(trace_check.TraceError):
+        trace_check.check_trace_stream(f)
+
+
+def test_stream_rejects_encoding_and_form(write, small_chunks):
+    text = synth.trace_text(lines(1)).encode()
+    for bad in (text.replace(b'"forward"', b'"for\xffward"'),
+                text.replace(b'"forward"', b'"for\xed\xa0\x80ward"'),
+                b'\xef\xbb\xbf' + text, b'{"traceEvents": []}', text + b'x'):
+        with pytest.raises(trace_check.TraceError):
+            trace_check.check_trace_stream(write('bad.json', bad))
+
+
+def test_stream_unterminated_and_cut_gzip(write, small_chunks):
+    import zlib
+    text = synth.trace_text(lines(2), terminated=False)
+    f = write('killed.json', text)
+    with pytest.raises(trace_check.TraceError, match='closing'):
+        trace_check.check_trace_stream(f)
+    n = trace_check.check_trace_stream(f, allow_unterminated=True).events
+    assert n == len(trace_check.check_trace(f, allow_unterminated=True))
+    with pytest.raises(trace_check.TraceError):
+        trace_check.check_trace_stream(write('cut.json', text[:-30]), allow_unterminated=True)
+    assert trace_check.check_trace_stream(write('empty.json', '['), allow_unterminated=True).events == 0
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    cut = c.compress(text.encode()[:-30]) + c.flush(zlib.Z_SYNC_FLUSH)
+    g = write('cut.json.gz', cut)
+    with pytest.raises(trace_check.TraceError):
+        trace_check.check_trace_stream(g)
+    assert trace_check.check_trace_stream(g, allow_unterminated=True).events == n - 1
