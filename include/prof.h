@@ -600,6 +600,13 @@ enum {
                                   full) just before this one; end holds the
                                   thread's dropped count */
 };
+/* A zone's record may name, above the kind's low 4 bits, the lane it ran
+ * in: an asyncio task (or other context) of its thread, whose zones nest
+ * among themselves and interleave with other lanes' (zone.c). 0: the
+ * thread's own nesting. */
+#define PROF_RECORD_KIND_MASK_ 0xfu
+#define PROF_RECORD_LANE_SHIFT_ 4
+#define PROF_LANES_MAX_ 4095u
 
 /* 32 bytes: two records per cache line. */
 typedef struct prof_record_ {
@@ -679,8 +686,10 @@ PROF_API prof_zone prof_zone_begin_hooked_(const char *name);
 PROF_API void prof_zone_end_hooked_(prof_zone *zone);
 PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name, uint64_t start);
 PROF_API void prof_zone_close_slow_(prof_zone *zone, int raw_ticks);
+PROF_API void prof_zone_close_kind_(prof_zone *zone, int raw_ticks, uint32_t kind);
 PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair);
 PROF_API void prof_zone_resume_(uint32_t depth, uint32_t path);
+PROF_API void prof_zone_end_lane_(prof_zone *zone, uint32_t lane);
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head);
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
 PROF_API uint64_t prof_ticks_now_(void);   /* the tick source in use, out of line */

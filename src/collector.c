@@ -28,6 +28,7 @@
 #include "log.h"
 #include "process.h"
 #include "ranks.h"
+#include "map.h"
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
@@ -182,6 +183,74 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r,
  * with prof_reset(), cut where the step's record is (other threads' zones
  * where the drain is), so warm-up counts in no average, percentile or
  * window. */
+/* A zone of a lane (an asyncio task, registry.h): its children are the
+ * lane's zones one level down, not those of other tasks that ran on the
+ * thread meanwhile, so each lane keeps its own per-depth sums, found by
+ * (thread, lane, depth). Bounded: lanes are reused, depths are the
+ * task's. */
+static struct prof_map lane_children;
+static size_t lane_live;   /* values in lane_children (the map cannot delete) */
+
+static struct prof_children *lane_child(const struct prof_thread *t, uint32_t lane, uint32_t d)
+{
+    uint64_t key = ((uint64_t)(t->index + 1) << 32) | (uint64_t)lane << 16 | (d & 0xffff);
+    struct prof_children *c = prof_map_get(&lane_children, key);
+
+    if (c == NULL) {
+        if ((c = calloc(1, sizeof *c)) == NULL)
+            return NULL;
+        if (prof_map_put(&lane_children, key, c) != 0) {
+            free(c);
+            return NULL;
+        }
+        lane_live++;
+    }
+    return c;
+}
+
+static void take_lane_zone(struct prof_thread *t, const prof_record_ *r,
+                           const struct prof_clock_map *cm)
+{
+    uint32_t lane = r->kind >> PROF_RECORD_LANE_SHIFT_, d = r->depth;
+    uint64_t dur = r->end > r->start ? prof_clock_map_delta(cm, r->end - r->start) : 0;
+    struct prof_children *c = lane_child(t, lane, d), *in = lane_child(t, lane, d + 1);
+    uint64_t children = 0;
+    struct prof_stage *s;
+
+    if (c == NULL || in == NULL || (s = prof_stats_stage(r->name, 0)) == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    if (in->last != 0 && in->first >= r->start && in->last <= r->end)
+        children = in->ns;
+    in->ns = 0;
+    in->last = 0;
+    if (c->last == 0 || r->start < c->first)
+        c->first = r->start;
+    if (r->end > c->last)
+        c->last = r->end;
+    c->ns += dur;
+    prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
+    if (traced(r->start))
+        prof_trace_lane_zone(t, lane, s, r->name, prof_clock_map_ns(cm, r->start), dur);
+}
+
+/* A thread's lanes go with it. */
+static void lanes_gone(const struct prof_thread *t)
+{
+    for (size_t i = 0; i < lane_children.cap; i++) {
+        if (lane_children.keys == NULL || lane_children.keys[i] == 0 ||
+            lane_children.keys[i] >> 32 != (uint64_t)t->index + 1)
+            continue;
+        if (lane_children.values[i] != NULL)
+            lane_live--;
+        free(lane_children.values[i]);
+        lane_children.values[i] = NULL;
+    }
+    if (lane_live == 0)
+        prof_map_clear(&lane_children);
+}
+
 static void skip_warm_up(uint64_t at_ns)
 {
     prof_stats_reset();
@@ -195,9 +264,12 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
 {
     double v;
 
-    switch (r->kind) {
+    switch (r->kind & PROF_RECORD_KIND_MASK_) {
     case PROF_RECORD_ZONE_:
-        take_zone(t, r, cm);
+        if (r->kind >> PROF_RECORD_LANE_SHIFT_)
+            take_lane_zone(t, r, cm);
+        else
+            take_zone(t, r, cm);
         break;
     case PROF_RECORD_COUNTER_:
         memcpy(&v, &r->end, sizeof v);
@@ -304,6 +376,7 @@ void prof_collect_locked(void)
         drain(t);
         if (exited) {
             prof_stats_thread_gone(t);
+            lanes_gone(t);
             *link = t->next;
             prof_thread_free(t);
         } else {

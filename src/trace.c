@@ -564,6 +564,50 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *ra
     zone_event(s, raw, 0, t->tid, rel(start_ns), end_ns - start_ns);
 }
 
+/* Lane tracks: tid LANE_TID_BASE + (thread index, lane), named once per
+ * trace file (lane_named, by generation of the file). */
+#define LANE_TID_BASE 1500000000u
+static struct prof_map lane_named;
+static uint64_t lane_named_gen;
+
+static uint32_t lane_track(struct prof_thread *t, uint32_t lane)
+{
+    uint32_t tid = LANE_TID_BASE + ((t->index & 0x3fffu) << 12 | (lane & 0xfffu));
+    const char *tname = __atomic_load_n(&t->name, __ATOMIC_RELAXED);
+    char name[96];
+
+    if (lane_named_gen != gen) {
+        prof_map_clear(&lane_named);
+        lane_named_gen = gen;
+    }
+    if (prof_map_get(&lane_named, tid) != NULL)
+        return tid;
+    if (prof_map_put(&lane_named, tid, (void *)1) != 0)
+        return tid;   /* unnamed, but placed */
+    if (tname != NULL)
+        snprintf(name, sizeof name, "%.60s task %u", tname, lane);
+    else if (t->tid == (uint32_t)prof_process_get()->pid)
+        snprintf(name, sizeof name, "main task %u", lane);
+    else
+        snprintf(name, sizeof name, "thread %u task %u", t->index, lane);
+    metadata("thread_name", tid, "name", name, 0);
+    metadata("thread_sort_index", tid, "sort_index", NULL,
+             ((long)t->index + 1) * 4096 + (long)lane);
+    return tid;
+}
+
+void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stage *s,
+                          const char *raw, uint64_t start_ns, uint64_t dur_ns)
+{
+    uint32_t tid;
+
+    if (!room())
+        return;
+    thread_meta(t);
+    tid = lane_track(t, lane);
+    zone_event(s, raw, 0, tid, rel(start_ns), dur_ns);
+}
+
 static uint32_t gpu_track(int device, uint64_t stream)
 {
     char name[64];

@@ -19,6 +19,12 @@ int prof_trace_active(void);
  * the event its source location). */
 void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *raw,
                      uint64_t start_ns, uint64_t dur_ns, uint32_t depth);
+/* A zone of lane `lane` of t (an asyncio task, registry.h): on a track of
+ * its own beside t's, named after t and the lane, where the lane's zones
+ * nest among themselves. */
+void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stage *s,
+                          const char *raw, uint64_t start_ns, uint64_t dur_ns);
+
 /* Where prof_trace_zone() puts a zone on t's track: [*start, *end] moved,
  * by the few nanoseconds clock re-fits shift, so that t's zones nest as
  * their ticks do. Zones must come in the order they ended. */

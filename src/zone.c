@@ -203,6 +203,28 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
 
 PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
 {
+    prof_zone_close_kind_(z, raw_ticks, PROF_RECORD_ZONE_);
+}
+
+/* A zone of a lane (an asyncio task): its caller has made it the thread's
+ * innermost zone (prof_zone_resume_), so it closes like any other, and its
+ * record names the lane. */
+PROF_API void prof_zone_end_lane_(prof_zone *z, uint32_t lane)
+{
+    uint32_t kind = PROF_RECORD_ZONE_ | (lane <= PROF_LANES_MAX_ ? lane : 0)
+                                            << PROF_RECORD_LANE_SHIFT_;
+
+    if (z->start == 0)
+        return;
+    if ((uintptr_t)z->thread & 1) {
+        prof_zone_end_hooked_(z);   /* NVTX: the hooks' own close, no lane */
+        return;
+    }
+    prof_zone_close_kind_(z, 1, kind);
+}
+
+PROF_API void prof_zone_close_kind_(prof_zone *z, int raw_ticks, uint32_t kind)
+{
     struct prof_thread_ *t = (struct prof_thread_ *)z->thread;
     struct prof_thread *s;
     uint32_t cur, span, pos, d = z->depth;
@@ -256,7 +278,7 @@ PROF_API void prof_zone_close_slow_(prof_zone *z, int raw_ticks)
          * nothing was open inside it any more): nothing to give. */
         set_depth(t, cur, t->path);
     }
-    prof_ring_push_(t, z->start, end, z->name, z->parent, d, PROF_RECORD_ZONE_);
+    prof_ring_push_(t, z->start, end, z->name, z->parent, d, kind);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->busy = 0;
     z->start = 0;

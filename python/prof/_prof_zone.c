@@ -68,6 +68,7 @@ typedef struct ContextStack {
     PyObject *ctx;                      /* the context it belongs to */
     struct prof_thread_ *thread;        /* the thread whose levels base names */
     uint32_t base_depth, base_path;     /* where its first zone opens */
+    uint32_t lane;                      /* its zones' lane (0: the thread's) */
     size_t n, cap;
     open_zone *v;
     struct ContextStack *prev, *next;   /* every live stack */
@@ -80,6 +81,37 @@ static ContextStack *all_stacks;
  * inside a `with` block, a task dropped unfinished): kept, up to a bound,
  * so that an end on another thread still reaches the runtime, which
  * refuses and counts it. */
+/* Lanes (prof.h): a stack made for a context derived from another one (a
+ * task, a callback) records its zones in a lane of its own, so that the
+ * runtime sums their children, and the trace draws them, apart from other
+ * tasks'. Lane 0 is the thread's own context. In use: a bit each. */
+static uint64_t lanes_used[(PROF_LANES_MAX_ + 64) / 64];
+
+static uint32_t lane_take(void)
+{
+    for (uint32_t w = 0; w < sizeof lanes_used / sizeof lanes_used[0]; w++) {
+        if (~lanes_used[w] == 0)
+            continue;
+        uint32_t b = (uint32_t)__builtin_ctzll(~lanes_used[w]), lane = w * 64 + b;
+        if (lane == 0 || lane > PROF_LANES_MAX_) {
+            if (lane == 0) {
+                lanes_used[0] |= 1;   /* never handed out */
+                return lane_take();
+            }
+            break;
+        }
+        lanes_used[w] |= (uint64_t)1 << b;
+        return lane;
+    }
+    return 0;   /* all in use: the thread's nesting (placement may mix) */
+}
+
+static void lane_give(uint32_t lane)
+{
+    if (lane != 0)
+        lanes_used[lane / 64] &= ~((uint64_t)1 << (lane % 64));
+}
+
 #define ORPHANS_MAX 1024
 static open_zone orphans[ORPHANS_MAX];
 static size_t orphans_n;
@@ -96,6 +128,7 @@ typedef struct {
     int set_valid;
     uint32_t set_depth, set_path;
     uint32_t floor_depth, floor_path;
+    int has_base;                       /* a stack of lane 0 was made here */
 } thread_py;
 
 /* initial-exec: one %fs-relative load instead of a __tls_get_addr call per
@@ -162,6 +195,7 @@ static void ContextStack_dealloc(ContextStack *self)
         }
         orphans[orphans_n++] = self->v[i];
     }
+    lane_give(self->lane);
     ContextStack_clear(self);
     free(self->v);
     PyObject_GC_Del(self);
@@ -244,6 +278,10 @@ static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
     }
     s->ctx = Py_NewRef(ts->context);
     s->thread = t;
+    /* The thread's first context keeps the thread's own nesting; every
+     * later one (tasks, callbacks) gets a lane. */
+    s->lane = tp->has_base ? lane_take() : 0;
+    tp->has_base = 1;
     s->n = 0;
     s->cap = 8;
     s->v = malloc(s->cap * sizeof *s->v);
@@ -381,7 +419,10 @@ static void end_own(thread_py *tp, ContextStack *s, size_t i)
         if (thread_depth(t) != (uint32_t)e.z.depth + 1 ||
             __atomic_load_n(&t->path, __ATOMIC_RELAXED) != e.in_path)
             prof_zone_resume_((uint32_t)e.z.depth + 1, e.in_path);
-        prof_zone_end_inline_(&e.z);
+        if (s->lane != 0)
+            prof_zone_end_lane_(&e.z, s->lane);
+        else
+            prof_zone_end_inline_(&e.z);
         /* Out of order within the context (generators): the thread goes
          * on inside the context's innermost zone still open. */
         stack_top(s, &depth, &path);
