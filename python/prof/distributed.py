@@ -53,7 +53,7 @@ _c_step = _prof.step
 # Store keys, under the default store (one job, one prof per process).
 _K = "prof_ranks/"
 _ABSENT = "\x00absent"
-_GRACE_S = 1.0      # how long a rank that timed out waits for the others to say so
+_GRACE_S = 3.0      # how long a rank that failed waits for the reporter's words
 
 # mode: "off", "pending" (waiting for the process group), "on", "refused"
 # (time windows, PROF_RANKS=0, no periodic summaries), "failed" (a
@@ -67,6 +67,8 @@ _st = {
     "rank": 0,
     "world": 1,
     "windows": 0,
+    "flight": None,
+    "skipped": 0,
     "state": None,
     "last": None,
     "cost": None,
@@ -155,6 +157,7 @@ def _activate(d):
             return
         _st["group"] = d.new_group(backend="gloo", timeout=timedelta(seconds=timeout))
         _st["store"] = store
+        _hook_destroy(d)
     except Exception as e:  # noqa: BLE001 - never into the training loop
         _fail("creating the gloo group: %s: %s" % (type(e).__name__, e))
         return
@@ -163,102 +166,162 @@ def _activate(d):
 
 
 def _timed_out(k, step, err):
-    """A round of window k failed on this rank: find out who was missing
-    (the ranks that timed out too say they were there), tell every rank,
-    and fail. The first rank to fail reports; the others print its words."""
+    """The reduction of window k failed on this rank: name the ranks that
+    did not arrive (each rank set its key as it started the window), tell
+    every rank, and fail. The first rank to fail reports; the others print
+    its words."""
     store = _st["store"]
     rank, world = _st["rank"], _st["world"]
     try:
-        store.set("%sw%d/here/%d" % (_K, k, rank), "1")
         if store.add("%sw%d/failed" % (_K, k), 1) == 1:
-            _time.sleep(_GRACE_S)
             missing = _absent(store, "%sw%d/here/" % (_K, k), world)
             if missing:
                 why = "%s did not reach the reduction of window %d (step %d on rank %d) " \
-                      "within %gs" % (_ranks_list(missing), k, step, rank, _st["timeout"])
+                      "within %gs" % (_ranks_list(missing), k + 1, step, rank, _st["timeout"])
             else:
-                why = "the reduction of window %d failed: %s" % (k, err)
+                why = "the reduction of window %d (step %d on rank %d) failed: %s" % (
+                    k + 1, step, rank, err)
             store.set(_K + "abort", why)
         else:
-            deadline = _time.monotonic() + _GRACE_S + 2
+            deadline = _time.monotonic() + _GRACE_S
             why = None
             while why is None and _time.monotonic() < deadline:
                 why = _peek(store, _K + "abort")
-                _time.sleep(0.05)
+                _time.sleep(0.02)
             if why is None:
-                why = "the reduction of window %d at step %d: %s" % (k, step, err)
+                why = "the reduction of window %d at step %d: %s" % (k + 1, step, err)
     except Exception as e:  # noqa: BLE001
-        why = "the reduction of window %d at step %d: %s (%s)" % (k, step, err, e)
+        why = "the reduction of window %d at step %d: %s (%s)" % (k + 1, step, err, e)
+    _st["flight"] = None
     _fail(why)
 
 
-def _window():
-    """The collective at a step that closed a window: snapshot, three
-    rounds of reduction, print."""
+_OPS = None
+
+
+def _issue(fl):
+    """Start fl's current round: three all-reduces (MIN, MAX, SUM parts of
+    one buffer), asynchronous, on prof's group."""
+    global _OPS
     import torch
     import torch.distributed as dist
 
-    d = _dist()
+    if _OPS is None:
+        _OPS = (dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.SUM)
+    buf, parts = _prof._ranks_contribute(fl["state"], fl["round"])
+    words = torch.frombuffer(buf, dtype=torch.int64)
+    fl["buf"] = buf
+    fl["works"] = [dist.all_reduce(part, op=op, group=_st["group"], async_op=True)
+                   for part, op in zip(torch.split(words, list(parts)), _OPS) if part.numel()]
+
+
+def _progress(block):
+    """Move the window in flight on: take each finished round in, start
+    the next, print the table after the last. block: wait (at most until
+    the window's deadline) instead of returning at the first unfinished
+    round."""
+    fl = _st["flight"]
+    while fl is not None:
+        try:
+            done = all(w.is_completed() for w in fl["works"])
+            if done:
+                for w in fl["works"]:
+                    w.wait()
+        except Exception as e:  # noqa: BLE001 - never into the training loop
+            msg = str(e).splitlines()[0] if str(e) else ""
+            _timed_out(fl["k"], fl["step"], "%s: %s" % (type(e).__name__, msg))
+            return
+        if not done:
+            if _time.monotonic() > fl["deadline"]:
+                _timed_out(fl["k"], fl["step"], "PROF_RANKS_TIMEOUT")
+                return
+            if not block:
+                return
+            _time.sleep(0.001)
+            continue
+        try:
+            _prof._ranks_result(fl["state"], fl["round"], fl["buf"])
+            fl["moved"] += len(fl["buf"])
+            fl["round"] += 1
+            if fl["round"] < 3:
+                _issue(fl)
+                continue
+            _st["flight"] = None
+            if _st["rank"] == 0:
+                _prof._ranks_emit(fl["state"])
+        except Exception as e:  # noqa: BLE001
+            _st["flight"] = None
+            _fail("the reduction of window %d at step %d: %s: %s" % (
+                fl["k"] + 1, fl["step"], type(e).__name__, e))
+            return
+        _st["state"] = fl["state"]
+        _st["last"] = None
+        _st["cost"] = {"bytes_sent": fl["moved"], "bytes_received": fl["moved"],
+                       "reduce_ms": (_time.perf_counter() - fl["t0"]) * 1e3,
+                       "skipped_windows": _st["skipped"]}
+        return
+
+
+def _window(step):
+    """A step closed a window: snapshot it and start its reduction. The
+    training thread never waits for it: each later step moves it on."""
     k = _st["windows"]
     _st["windows"] += 1
-    step = _prof.step_count()
-    if d is None:
+    if _dist() is None:
         _fail("reduction at step %d: the default process group is gone" % step)
         return
     try:
+        store = _st["store"]
         # A rank that gave up told the others: do not wait for it again.
-        why = _peek(_st["store"], _K + "abort")
+        why = _peek(store, _K + "abort")
+        if why is None:
+            store.set("%sw%d/here/%d" % (_K, k, _st["rank"]), str(step))
     except Exception as e:  # noqa: BLE001
         why = "the store: %s: %s" % (type(e).__name__, e)
     if why is not None:
         _fail(why)
         return
-    ops = (dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.SUM)
     try:
-        t0 = _time.perf_counter()
-        state = _prof._ranks_snapshot(_st["rank"])
-        moved = 0
-        for rnd in range(3):
-            buf, parts = _prof._ranks_contribute(state, rnd)
-            words = torch.frombuffer(buf, dtype=torch.int64)
-            for part, op in zip(torch.split(words, list(parts)), ops):
-                if part.numel():
-                    d.all_reduce(part, op=op, group=_st["group"])
-            _prof._ranks_result(state, rnd, buf)
-            moved += 2 * len(buf)
-        t1 = _time.perf_counter()
-    except Exception as e:  # noqa: BLE001 - never into the training loop
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        _timed_out(k, step, "%s: %s" % (type(e).__name__, msg))
-        return
-    try:
-        if _st["rank"] == 0:
-            _prof._ranks_emit(state)
+        fl = {"k": k, "step": step, "round": 0, "moved": 0, "t0": _time.perf_counter(),
+              "deadline": _time.monotonic() + _st["timeout"],
+              "state": _prof._ranks_snapshot(_st["rank"])}
+        _st["flight"] = fl
+        _issue(fl)
     except Exception as e:  # noqa: BLE001
-        _fail("printing the table at step %d: %s" % (step, e))
+        _timed_out(k, step, "%s: %s" % (type(e).__name__, e))
         return
-    _st["state"] = state
-    _st["last"] = None
-    _st["cost"] = {"bytes_sent": moved // 2, "bytes_received": moved // 2,
-                   "reduce_ms": (t1 - t0) * 1e3,
-                   "total_ms": (_time.perf_counter() - t0) * 1e3}
+    _progress(False)
+
+
+def _drain():
+    """Finish the window in flight (at most until its deadline): before
+    the process group goes, at exit, and for last()."""
+    if _st["flight"] is not None and _st["mode"] == "on":
+        _progress(True)
 
 
 def step():
-    """``prof.step()`` plus, at a step that closes a window, the cross-rank
-    reduction. Returns the step count. Installed as ``prof.step`` by
-    ``enable()``."""
+    """``prof.step()`` plus, at a step that closes a window, the start of
+    the cross-rank reduction (which later steps move on without waiting).
+    Returns the step count. Installed as ``prof.step`` by ``enable()``."""
     n = _c_step()
     mode = _st["mode"]
-    if mode == "on":
-        if n % _st["every"] == 0:
-            _window()
-    elif mode == "pending":
+    if mode == "pending":
         d = _dist()
         if d is not None:
             _activate(d)
-            if _st["mode"] == "on" and n % _st["every"] == 0:
-                _window()
+            mode = _st["mode"]
+    if mode == "on":
+        if _st["flight"] is not None:
+            _progress(False)
+        if n % _st["every"] == 0 and _st["mode"] == "on":
+            if _st["flight"] is None:
+                _window(n)
+            else:
+                # Still reducing the last window (a rank is behind): this
+                # one is not reduced; the ranks' steps will differ in the
+                # next table, which says so.
+                _st["skipped"] += 1
     return n
 
 
@@ -284,6 +347,21 @@ def _hook_init(d):
     init_process_group._prof_hook = True
     init_process_group.__doc__ = orig.__doc__
     d.init_process_group = init_process_group
+
+
+def _hook_destroy(d):
+    """Finish the window in flight before the groups go (and at exit)."""
+    orig = getattr(d, "destroy_process_group", None)
+    if orig is not None and not getattr(orig, "_prof_hook", False):
+        def destroy_process_group(*args, **kwargs):
+            _drain()
+            return orig(*args, **kwargs)
+
+        destroy_process_group._prof_hook = True
+        destroy_process_group.__doc__ = orig.__doc__
+        d.destroy_process_group = destroy_process_group
+    import atexit
+    atexit.register(lambda: _dist() is not None and _drain())
 
 
 def enable(timeout=None):
@@ -327,8 +405,10 @@ def last():
     ``self_ns_per_step`` as {median, min, min_rank, max, max_rank},
     slowest_rank, spread, sums) and ``straggler`` ({rank, stage,
     excess_ns_per_step, ...} or None), plus ``cost`` ({bytes_sent,
-    bytes_received, reduce_ms, total_ms} on this rank). None before the
+    bytes_received, reduce_ms, skipped_windows} on this rank). Waits (at
+    most PROF_RANKS_TIMEOUT) for a reduction in flight. None before the
     first one."""
+    _drain()
     if _st["state"] is None:
         return None
     if _st["last"] is None:
