@@ -143,25 +143,29 @@ static inline int prof_mpi_off_(struct prof_mpi_state_ *s, int err, const char *
 
 #define PROF_MPI_TAG_ 0x5052   /* the here-messages after a timeout */
 
-/* A reduction timed out: every rank that was waiting tells rank 0, which
- * listens for a second and names the ranks it did not hear from. */
-static inline int prof_mpi_timed_out_(struct prof_mpi_state_ *s, uint64_t step)
+/* A reduction timed out: every rank that was waiting tells rank 0 (on
+ * comm: our duplicate, or the program's when duplicating it timed out),
+ * which listens for a second and names the ranks it did not hear from. */
+static inline int prof_mpi_timed_out_(struct prof_mpi_state_ *s, MPI_Comm comm, const char *what,
+                                      uint64_t step)
 {
     static int here;   /* the message outlives this call: MPI may send it later */
     char why[512];
-    int n = 0;
+    int n = 0, rank = 0, size = 1;
 
-    if (s->rank != 0) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank != 0) {
         MPI_Request req;
-        here = s->rank;
-        if (MPI_Isend(&here, 1, MPI_INT, 0, PROF_MPI_TAG_, s->comm, &req) == MPI_SUCCESS)
+        here = rank;
+        if (MPI_Isend(&here, 1, MPI_INT, 0, PROF_MPI_TAG_, comm, &req) == MPI_SUCCESS)
             MPI_Request_free(&req);
-        snprintf(why, sizeof why, "the reduction at step %llu timed out (PROF_RANKS_TIMEOUT): a "
-                 "rank did not reach this step; rank 0 names it", (unsigned long long)step);
+        snprintf(why, sizeof why, "%s at step %llu timed out (PROF_RANKS_TIMEOUT): a rank did "
+                 "not reach this step; rank 0 names it", what, (unsigned long long)step);
         return prof_mpi_off_(s, -ETIMEDOUT, why);
     }
     {
-        char *heard = (char *)calloc((size_t)s->size, 1);
+        char *heard = (char *)calloc((size_t)size, 1);
         double until = MPI_Wtime() + 1.0;
         int r, missing = 0;
         if (heard == NULL)
@@ -170,18 +174,18 @@ static inline int prof_mpi_timed_out_(struct prof_mpi_state_ *s, uint64_t step)
         while (MPI_Wtime() < until) {
             int flag = 0, from = 0;
             MPI_Status st;
-            MPI_Iprobe(MPI_ANY_SOURCE, PROF_MPI_TAG_, s->comm, &flag, &st);
+            MPI_Iprobe(MPI_ANY_SOURCE, PROF_MPI_TAG_, comm, &flag, &st);
             if (!flag) {
                 prof_mpi_pause_();
                 continue;
             }
-            MPI_Recv(&from, 1, MPI_INT, st.MPI_SOURCE, PROF_MPI_TAG_, s->comm, MPI_STATUS_IGNORE);
-            if (from > 0 && from < s->size)
+            MPI_Recv(&from, 1, MPI_INT, st.MPI_SOURCE, PROF_MPI_TAG_, comm, MPI_STATUS_IGNORE);
+            if (from > 0 && from < size)
                 heard[from] = 1;
         }
-        n = snprintf(why, sizeof why, "the reduction at step %llu timed out "
-                     "(PROF_RANKS_TIMEOUT): rank", (unsigned long long)step);
-        for (r = 0; r < s->size && n < (int)sizeof why - 40; r++)
+        n = snprintf(why, sizeof why, "%s at step %llu timed out (PROF_RANKS_TIMEOUT): rank",
+                     what, (unsigned long long)step);
+        for (r = 0; r < size && n < (int)sizeof why - 40; r++)
             if (!heard[r]) {
                 n += snprintf(why + n, sizeof why - (size_t)n, "%s %d", missing ? "," : "", r);
                 missing++;
@@ -222,11 +226,11 @@ static inline int prof_mpi_summary(MPI_Comm comm)
         MPI_Comm dup;
         if (MPI_Comm_idup(comm, &dup, &req) != MPI_SUCCESS)
             return prof_mpi_off_(s, -EIO, "MPI_Comm_idup failed");
-        if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1)
-            return prof_mpi_off_(s, w == 0 ? -ETIMEDOUT : -EIO,
-                                 w == 0 ? "duplicating the communicator timed out: a rank "
-                                          "did not reach this step"
-                                        : "duplicating the communicator failed");
+        if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1) {
+            if (w == 0)
+                return prof_mpi_timed_out_(s, comm, "duplicating the communicator", n);
+            return prof_mpi_off_(s, -EIO, "duplicating the communicator failed");
+        }
         MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
         MPI_Comm_rank(dup, &s->rank);
         MPI_Comm_size(dup, &s->size);
@@ -270,7 +274,7 @@ static inline int prof_mpi_summary(MPI_Comm comm)
              * and write it. */
             free(state);
             if (w == 0)
-                return prof_mpi_timed_out_(s, n);
+                return prof_mpi_timed_out_(s, s->comm, "the reduction", n);
             return prof_mpi_off_(s, -EIO, "MPI_Iallreduce failed");
         }
         prof_ranks_result(state, round, buf, (size_t)len);
