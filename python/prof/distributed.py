@@ -21,8 +21,9 @@ Rules that keep a job safe (docs/DISTRIBUTED.md):
 
 - Only step windows can be collective; time windows are refused with one
   message and every rank keeps its own summaries.
-- The reduction runs here, on the thread that calls ``prof.step()`` (the
-  training thread), never on prof's collector thread.
+- The window is read on the thread that calls ``prof.step()``; its
+  reduction runs on a worker thread of this module (the only one that uses
+  prof's group), so the training thread never waits for it.
 - It never raises into the training loop and never hangs. The gloo group
   is created right after ``init_process_group`` (``enable()`` then, or
   ``PROF_RANKS=1`` with torch.distributed imported before prof), else at
@@ -166,7 +167,7 @@ def _activate(d):
 
 
 def _timed_out(k, step, err):
-    """The reduction of window k failed on this rank: name the ranks that
+    """The reduction of window k failed on this rank (worker thread): name the ranks that
     did not arrive (each rank set its key as it started the window), tell
     every rank, and fail. The first rank to fail reports; the others print
     its words."""
@@ -192,86 +193,24 @@ def _timed_out(k, step, err):
                 why = "the reduction of window %d at step %d: %s" % (k + 1, step, err)
     except Exception as e:  # noqa: BLE001
         why = "the reduction of window %d at step %d: %s (%s)" % (k + 1, step, err, e)
-    _st["flight"] = None
     _fail(why)
 
 
-_OPS = None
+_WAIT_PREVIOUS_S = 0.2    # a window step waits this long for the last reduction
 
 
-def _issue(fl):
-    """Start fl's current round: three all-reduces (MIN, MAX, SUM parts of
-    one buffer), asynchronous, on prof's group."""
-    global _OPS
+def _rounds(fl):
+    """The reduction of one window, on prof's worker thread: the rounds one
+    after the other (each a MIN, a MAX and a SUM all-reduce of one int64
+    buffer on prof's group), then the table on rank 0. Only this thread
+    issues collectives on prof's group, one window at a time, so every
+    rank issues them in the same order."""
     import torch
     import torch.distributed as dist
 
-    if _OPS is None:
-        _OPS = (dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.SUM)
-    buf, parts = _prof._ranks_contribute(fl["state"], fl["round"])
-    words = torch.frombuffer(buf, dtype=torch.int64)
-    fl["buf"] = buf
-    fl["works"] = [dist.all_reduce(part, op=op, group=_st["group"], async_op=True)
-                   for part, op in zip(torch.split(words, list(parts)), _OPS) if part.numel()]
-
-
-def _progress(block):
-    """Move the window in flight on: take each finished round in, start
-    the next, print the table after the last. block: wait (at most until
-    the window's deadline) instead of returning at the first unfinished
-    round."""
-    fl = _st["flight"]
-    while fl is not None:
-        try:
-            done = all(w.is_completed() for w in fl["works"])
-            if done:
-                for w in fl["works"]:
-                    w.wait()
-        except Exception as e:  # noqa: BLE001 - never into the training loop
-            msg = str(e).splitlines()[0] if str(e) else ""
-            _timed_out(fl["k"], fl["step"], "%s: %s" % (type(e).__name__, msg))
-            return
-        if not done:
-            if _time.monotonic() > fl["deadline"]:
-                _timed_out(fl["k"], fl["step"], "PROF_RANKS_TIMEOUT")
-                return
-            if not block:
-                return
-            _time.sleep(0.001)
-            continue
-        try:
-            _prof._ranks_result(fl["state"], fl["round"], fl["buf"])
-            fl["moved"] += len(fl["buf"])
-            fl["round"] += 1
-            if fl["round"] < 3:
-                _issue(fl)
-                continue
-            _st["flight"] = None
-            if _st["rank"] == 0:
-                _prof._ranks_emit(fl["state"])
-        except Exception as e:  # noqa: BLE001
-            _st["flight"] = None
-            _fail("the reduction of window %d at step %d: %s: %s" % (
-                fl["k"] + 1, fl["step"], type(e).__name__, e))
-            return
-        _st["state"] = fl["state"]
-        _st["last"] = None
-        _st["cost"] = {"bytes_sent": fl["moved"], "bytes_received": fl["moved"],
-                       "reduce_ms": (_time.perf_counter() - fl["t0"]) * 1e3,
-                       "skipped_windows": _st["skipped"]}
-        return
-
-
-def _window(step):
-    """A step closed a window: snapshot it and start its reduction. The
-    training thread never waits for it: each later step moves it on."""
-    k = _st["windows"]
-    _st["windows"] += 1
-    if _dist() is None:
-        _fail("reduction at step %d: the default process group is gone" % step)
-        return
+    ops = (dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.SUM)
+    k, step, store = fl["k"], fl["step"], _st["store"]
     try:
-        store = _st["store"]
         # A rank that gave up told the others: do not wait for it again.
         why = _peek(store, _K + "abort")
         if why is None:
@@ -281,29 +220,83 @@ def _window(step):
     if why is not None:
         _fail(why)
         return
+    moved = 0
     try:
-        fl = {"k": k, "step": step, "round": 0, "moved": 0, "t0": _time.perf_counter(),
-              "deadline": _time.monotonic() + _st["timeout"],
-              "state": _prof._ranks_snapshot(_st["rank"])}
-        _st["flight"] = fl
-        _issue(fl)
-    except Exception as e:  # noqa: BLE001
-        _timed_out(k, step, "%s: %s" % (type(e).__name__, e))
+        for rnd in range(3):
+            buf, parts = _prof._ranks_contribute(fl["state"], rnd)
+            words = torch.frombuffer(buf, dtype=torch.int64)
+            works = [dist.all_reduce(part, op=op, group=_st["group"], async_op=True)
+                     for part, op in zip(torch.split(words, list(parts)), ops) if part.numel()]
+            for w in works:
+                w.wait()          # the group's timeout bounds it
+            _prof._ranks_result(fl["state"], rnd, buf)
+            moved += len(buf)
+    except Exception as e:  # noqa: BLE001 - never into the training loop
+        msg = str(e).splitlines()[0] if str(e) else ""
+        _timed_out(k, step, "%s: %s" % (type(e).__name__, msg))
         return
-    _progress(False)
+    try:
+        if _st["rank"] == 0:
+            _prof._ranks_emit(fl["state"])
+    except Exception as e:  # noqa: BLE001
+        _fail("printing the table of step %d: %s: %s" % (step, type(e).__name__, e))
+        return
+    _st["state"] = fl["state"]
+    _st["last"] = None
+    _st["cost"] = {"bytes_sent": moved, "bytes_received": moved,
+                   "reduce_ms": (_time.perf_counter() - fl["t0"]) * 1e3,
+                   "skipped_windows": _st["skipped"]}
+
+
+def _window(step):
+    """A step closed a window: snapshot it here (the window of this very
+    step) and hand its reduction to a worker thread. The training thread
+    never waits for the reduction, except up to _WAIT_PREVIOUS_S for the
+    last window's when it is still running."""
+    import threading
+
+    prev = _st["flight"]
+    if prev is not None:
+        prev.join(_WAIT_PREVIOUS_S)
+        if prev.is_alive():
+            # Still reducing the last window (a rank is behind): this one
+            # is not reduced; the ranks' steps will differ in the next
+            # table, which says so.
+            _st["skipped"] += 1
+            return
+        _st["flight"] = None
+    if _st["mode"] != "on":
+        return
+    k = _st["windows"]
+    _st["windows"] += 1
+    if _dist() is None:
+        _fail("reduction at step %d: the default process group is gone" % step)
+        return
+    try:
+        fl = {"k": k, "step": step, "t0": _time.perf_counter(),
+              "deadline": _time.monotonic() + _st["timeout"] + 2 * _GRACE_S,
+              "state": _prof._ranks_snapshot(_st["rank"])}
+    except Exception as e:  # noqa: BLE001
+        _fail("reading this rank's window at step %d: %s" % (step, e))
+        return
+    t = threading.Thread(target=_rounds, args=(fl,), name="prof-ranks", daemon=True)
+    t.deadline = fl["deadline"]
+    _st["flight"] = t
+    t.start()
 
 
 def _drain():
-    """Finish the window in flight (at most until its deadline): before
+    """Let the window in flight finish (at most until its deadline): before
     the process group goes, at exit, and for last()."""
-    if _st["flight"] is not None and _st["mode"] == "on":
-        _progress(True)
+    t = _st["flight"]
+    if t is not None:
+        t.join(max(0.0, t.deadline - _time.monotonic()))
 
 
 def step():
     """``prof.step()`` plus, at a step that closes a window, the start of
-    the cross-rank reduction (which later steps move on without waiting).
-    Returns the step count. Installed as ``prof.step`` by ``enable()``."""
+    the cross-rank reduction (which a worker thread finishes). Returns the
+    step count. Installed as ``prof.step`` by ``enable()``."""
     n = _c_step()
     mode = _st["mode"]
     if mode == "pending":
@@ -311,17 +304,8 @@ def step():
         if d is not None:
             _activate(d)
             mode = _st["mode"]
-    if mode == "on":
-        if _st["flight"] is not None:
-            _progress(False)
-        if n % _st["every"] == 0 and _st["mode"] == "on":
-            if _st["flight"] is None:
-                _window(n)
-            else:
-                # Still reducing the last window (a rank is behind): this
-                # one is not reduced; the ranks' steps will differ in the
-                # next table, which says so.
-                _st["skipped"] += 1
+    if mode == "on" and n % _st["every"] == 0:
+        _window(n)
     return n
 
 
@@ -361,7 +345,7 @@ def _hook_destroy(d):
         destroy_process_group.__doc__ = orig.__doc__
         d.destroy_process_group = destroy_process_group
     import atexit
-    atexit.register(lambda: _dist() is not None and _drain())
+    atexit.register(_drain)
 
 
 def enable(timeout=None):

@@ -84,17 +84,24 @@ def test_rank_exits_early_no_hang():
     _, err, took = run([TRAIN_DDP, "--ranks", "3", "--steps", "40", "--every", "10", "--no-ddp",
                         "--exit-rank", "2", "--exit-step", "15", "--timeout", "5"], clean_env())
     assert took < 200
-    assert re.findall(r"^prof ranks: step (\d+)", err, re.M) == ["10"], err
-    # The reduction of step 20 never completes: both remaining ranks name
-    # rank 2 (the reduction never blocked their steps meanwhile).
-    failed = re.findall(r"^prof: cross-rank summary failed \(rank 2 did not reach the "
-                        r"reduction of window 2 \(step 20", err, re.M)
+    # Rank 2 leaves (os._exit) at step 15, without waiting for anyone: the
+    # reduction of step 10 completes if the others reached step 10 by
+    # then, else it fails as the connection closes. Either way no table
+    # after that, and both remaining ranks say once that the summaries are
+    # per-rank again (naming rank 2 when it never reached the window).
+    tables = re.findall(r"^prof ranks: step (\d+)", err, re.M)
+    assert tables in ([], ["10"]), err
+    failed = re.findall(r"^prof: cross-rank summary failed \((.*)\)", err, re.M)
     assert len(failed) == 2, err
-    assert len(re.findall(r"^prof summary: .*final", err, re.M)) == 3, err
+    if tables:
+        assert all(f.startswith("rank 2 did not reach the reduction of window 2 (step 20")
+                   or "Connection" in f for f in failed), failed
+    # Ranks 0 and 1 print their final summaries; rank 2 left with os._exit.
+    assert len(re.findall(r"^prof summary: .*final", err, re.M)) == 2, err
 
 
 SINGLE = textwrap.dedent("""
-    import os, sys
+    import os, sys, time
     import torch.distributed as dist
     import prof, prof.distributed
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%s" % sys.argv[1],
@@ -103,7 +110,7 @@ SINGLE = textwrap.dedent("""
     print("enabled", on, flush=True)
     for i in range(6):
         with prof.zone("work"):
-            pass
+            time.sleep(0.05)   # the reduction runs beside the steps
         prof.step()
     last = prof.distributed.last()
     print("last", None if last is None else (last["step"], last["nranks"], last["straggler"]))
