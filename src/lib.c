@@ -724,9 +724,9 @@ PROF_API int prof_shutdown(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Windows and ranks (docs/DISTRIBUTED.md). The gather itself belongs to the
- * caller's communicator, on the caller's (training) thread; here are only
- * the window's numbers, the packing and the one table formatter. */
+/* Windows and ranks (docs/DISTRIBUTED.md). The reduction itself belongs to
+ * the caller's communicator; here are only the window's numbers, read
+ * under the lock for ranks.c, and the delivery of its table. */
 
 PROF_API int prof_window_stats_list(prof_stage_stats *out, size_t cap, uint64_t *window_end_step)
 {
