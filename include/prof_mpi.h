@@ -12,14 +12,16 @@
  *     }
  *
  * Run with PROF=1 PROF_SUMMARY_EVERY=Nsteps: at every N-th step each rank
- * packs the window that just closed (one block of PROF_RANKS_BLOCK_SIZE
- * bytes), one MPI_Iallgather moves every rank's block to every rank, and
- * rank 0 prints one cross-rank table naming the straggler (the rank and
- * stage that cost the step the most time). The other ranks print nothing
- * periodic; every rank still prints its own final summary. The table is
- * formatted by libprof (the same formatter as Python's prof.distributed);
- * libprof itself never links MPI: everything MPI is in this header, compiled
- * into the program.
+ * snapshots the window that just closed and the ranks reduce it in
+ * PROF_RANKS_ROUNDS rounds of MPI_Iallreduce, each of one fixed-size buffer
+ * (at most PROF_RANKS_BUF_SIZE bytes, whatever the number of ranks) with a
+ * user-defined op that calls prof_ranks_combine; rank 0 prints one
+ * cross-rank table naming the straggler (the rank and stage that cost the
+ * step the most time). The other ranks print nothing periodic; every rank
+ * still prints its own final summary. The layout, the op and the table are
+ * libprof's (the same code as Python's prof.distributed); libprof itself
+ * never links MPI: everything MPI is in this header, compiled into the
+ * program.
  *
  * Safety (docs/DISTRIBUTED.md):
  * - Call it on every rank of comm, after every prof_step(), on the thread
@@ -30,19 +32,20 @@
  *   so once and returns -EINVAL; every rank keeps its own summaries.
  * - It never hangs a job: it works on a duplicate of comm (so it cannot
  *   mix with the program's own collectives) whose errors are returned,
- *   and waits for the gather with MPI_Test for at most PROF_RANKS_TIMEOUT
- *   (default 60s). When a rank is missing or the gather fails, it says so
- *   once, abandons the request (its buffers are kept, since MPI may still
- *   write them) and every later call returns -ECANCELED: each rank prints
- *   its own summaries again.
+ *   and waits for each reduction with MPI_Test for at most
+ *   PROF_RANKS_TIMEOUT (default 60s). When a rank is missing or the
+ *   reduction fails, it says so once (rank 0 names the ranks that did not
+ *   arrive), abandons the request (its buffers are kept, since MPI may
+ *   still write them) and every later call returns -ECANCELED: each rank
+ *   prints its own summaries again.
  *
- * Returns 1 when this call gathered a window, 0 when the step closed no
+ * Returns 1 when this call reduced a window, 0 when the step closed no
  * window, and a negative errno when cross-rank summaries are off:
  * -EINVAL (time windows), -ENOENT (no PROF_SUMMARY_EVERY), -EPERM
- * (PROF_RANKS=0), -ETIMEDOUT / -EIO (this call's gather timed out /
+ * (PROF_RANKS=0), -ETIMEDOUT / -EIO (this call's reduction timed out /
  * failed), -ECANCELED (an earlier one did).
  *
- * prof_mpi_last(buf, size, format) formats the last gathered table again
+ * prof_mpi_last(buf, size, format) formats the last reduced table again
  * (PROF_FORMAT_TEXT or PROF_FORMAT_JSON; any rank) for a logger, like
  * snprintf; -ENOENT before the first one.
  */
@@ -50,6 +53,7 @@
 #define PROF_MPI_H
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,15 +81,38 @@ struct prof_mpi_state_ {
     int err;                     /* why off */
     int rank, size;
     MPI_Comm comm;               /* our duplicate */
+    MPI_Op op;                   /* prof_ranks_combine */
+    MPI_Datatype type[PROF_RANKS_ROUNDS];   /* one round's buffer, one element */
     uint64_t every, timeout_ns;
-    char *last;                  /* size blocks of the last gather, or NULL */
+    void *last;                  /* the state of the last table, or NULL */
 };
 
 static inline struct prof_mpi_state_ *prof_mpi_state_(void)
 {
-    static struct prof_mpi_state_ s = {0, 0, 0, 0, MPI_COMM_NULL, 0, 0, NULL};
+    static struct prof_mpi_state_ s;
+    static int init;
 
+    if (!init) {
+        int r;
+        s.comm = MPI_COMM_NULL;
+        s.op = MPI_OP_NULL;
+        for (r = 0; r < PROF_RANKS_ROUNDS; r++)
+            s.type[r] = MPI_DATATYPE_NULL;
+        init = 1;
+    }
     return &s;
+}
+
+/* The user-defined op: each element is one whole round buffer (a
+ * contiguous type, so MPI never splits one), combined by libprof. */
+static inline void prof_mpi_combine_(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    int size = 0, i;
+
+    MPI_Type_size(*type, &size);
+    for (i = 0; i < *len; i++)
+        prof_ranks_combine((char *)inout + (size_t)i * (size_t)size,
+                           (const char *)in + (size_t)i * (size_t)size, (size_t)size);
 }
 
 /* Wait for req for at most timeout_ns. 1: complete, 0: timed out (req is
@@ -114,13 +141,71 @@ static inline int prof_mpi_off_(struct prof_mpi_state_ *s, int err, const char *
     return err;
 }
 
+#define PROF_MPI_TAG_ 0x5052   /* the here-messages after a timeout */
+
+/* A reduction timed out: every rank that was waiting tells rank 0 (on
+ * comm: our duplicate, or the program's when duplicating it timed out),
+ * which listens for a second and names the ranks it did not hear from. */
+static inline int prof_mpi_timed_out_(struct prof_mpi_state_ *s, MPI_Comm comm, const char *what,
+                                      uint64_t step)
+{
+    static int here;   /* the message outlives this call: MPI may send it later */
+    char why[512];
+    int n = 0, rank = 0, size = 1;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank != 0) {
+        MPI_Request req;
+        here = rank;
+        if (MPI_Isend(&here, 1, MPI_INT, 0, PROF_MPI_TAG_, comm, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+        snprintf(why, sizeof why, "%s at step %llu timed out (PROF_RANKS_TIMEOUT): a rank did "
+                 "not reach this step; rank 0 names it", what, (unsigned long long)step);
+        return prof_mpi_off_(s, -ETIMEDOUT, why);
+    }
+    {
+        char *heard = (char *)calloc((size_t)size, 1);
+        double until = MPI_Wtime() + 1.0;
+        int r, missing = 0;
+        if (heard == NULL)
+            return prof_mpi_off_(s, -ETIMEDOUT, "the reduction timed out (PROF_RANKS_TIMEOUT)");
+        heard[0] = 1;
+        while (MPI_Wtime() < until) {
+            int flag = 0, from = 0;
+            MPI_Status st;
+            MPI_Iprobe(MPI_ANY_SOURCE, PROF_MPI_TAG_, comm, &flag, &st);
+            if (!flag) {
+                prof_mpi_pause_();
+                continue;
+            }
+            MPI_Recv(&from, 1, MPI_INT, st.MPI_SOURCE, PROF_MPI_TAG_, comm, MPI_STATUS_IGNORE);
+            if (from > 0 && from < size)
+                heard[from] = 1;
+        }
+        n = snprintf(why, sizeof why, "%s at step %llu timed out (PROF_RANKS_TIMEOUT): rank",
+                     what, (unsigned long long)step);
+        for (r = 0; r < size && n < (int)sizeof why - 40; r++)
+            if (!heard[r]) {
+                n += snprintf(why + n, sizeof why - (size_t)n, "%s %d", missing ? "," : "", r);
+                missing++;
+            }
+        if (missing == 0)
+            snprintf(why + n, sizeof why - (size_t)n, "s all arrived, late");
+        else
+            snprintf(why + n, sizeof why - (size_t)n, " did not reach this step");
+        free(heard);
+    }
+    return prof_mpi_off_(s, -ETIMEDOUT, why);
+}
+
 static inline int prof_mpi_summary(MPI_Comm comm)
 {
     struct prof_mpi_state_ *s = prof_mpi_state_();
     uint64_t n = prof_step_count();
     MPI_Request req;
-    char *mine, *all;
-    int w;
+    void *state = NULL, *buf = NULL;
+    int w, round;
 
     if (s->state < 0)
         return s->err == -ETIMEDOUT || s->err == -EIO ? -ECANCELED : s->err;
@@ -141,43 +226,64 @@ static inline int prof_mpi_summary(MPI_Comm comm)
         MPI_Comm dup;
         if (MPI_Comm_idup(comm, &dup, &req) != MPI_SUCCESS)
             return prof_mpi_off_(s, -EIO, "MPI_Comm_idup failed");
-        if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1)
-            return prof_mpi_off_(s, w == 0 ? -ETIMEDOUT : -EIO,
-                                 w == 0 ? "duplicating the communicator timed out: a rank "
-                                          "did not reach this step"
-                                        : "duplicating the communicator failed");
+        if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1) {
+            if (w == 0)
+                return prof_mpi_timed_out_(s, comm, "duplicating the communicator", n);
+            return prof_mpi_off_(s, -EIO, "duplicating the communicator failed");
+        }
         MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
         MPI_Comm_rank(dup, &s->rank);
         MPI_Comm_size(dup, &s->size);
         s->comm = dup;
+        if (MPI_Op_create(prof_mpi_combine_, 1, &s->op) != MPI_SUCCESS)
+            return prof_mpi_off_(s, -EIO, "MPI_Op_create failed");
     }
-    mine = (char *)malloc(PROF_RANKS_BLOCK_SIZE);
-    all = (char *)malloc((size_t)s->size * PROF_RANKS_BLOCK_SIZE);
-    if (mine == NULL || all == NULL) {
+    /* malloc's alignment suits the state's int64 words. */
+    state = malloc(PROF_RANKS_STATE_SIZE);
+    buf = malloc(PROF_RANKS_BUF_SIZE);
+    if (state == NULL || buf == NULL) {
         /* This rank cannot take part: the others will time out. */
-        free(mine);
-        free(all);
+        free(state);
+        free(buf);
         return prof_mpi_off_(s, -EIO, "out of memory");
     }
-    prof_ranks_pack(mine, PROF_RANKS_BLOCK_SIZE, s->rank);
-    if (MPI_Iallgather(mine, PROF_RANKS_BLOCK_SIZE, MPI_BYTE, all, PROF_RANKS_BLOCK_SIZE,
-                       MPI_BYTE, s->comm, &req) != MPI_SUCCESS) {
-        free(mine);
-        free(all);
-        return prof_mpi_off_(s, -EIO, "MPI_Iallgather failed");
+    if (prof_ranks_snapshot(state, PROF_RANKS_STATE_SIZE, s->rank) != 0) {
+        free(state);
+        free(buf);
+        return prof_mpi_off_(s, -EIO, "this rank's window could not be read");
     }
-    if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1)
-        /* mine and all stay allocated: the abandoned request may still
-         * read and write them. */
-        return prof_mpi_off_(s, w == 0 ? -ETIMEDOUT : -EIO,
-                             w == 0 ? "MPI_Iallgather timed out (PROF_RANKS_TIMEOUT): a rank "
-                                      "did not reach this step"
-                                    : "MPI_Iallgather failed");
-    free(mine);
+    for (round = 0; round < PROF_RANKS_ROUNDS; round++) {
+        int len = prof_ranks_contribute(state, round, buf, PROF_RANKS_BUF_SIZE, NULL);
+        if (len <= 0) {
+            free(state);
+            free(buf);
+            return prof_mpi_off_(s, -EIO, "prof_ranks_contribute failed");
+        }
+        if (s->type[round] == MPI_DATATYPE_NULL) {
+            MPI_Type_contiguous(len, MPI_BYTE, &s->type[round]);
+            MPI_Type_commit(&s->type[round]);
+        }
+        if (MPI_Iallreduce(MPI_IN_PLACE, buf, 1, s->type[round], s->op, s->comm, &req) !=
+            MPI_SUCCESS) {
+            free(state);
+            free(buf);
+            return prof_mpi_off_(s, -EIO, "MPI_Iallreduce failed");
+        }
+        if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1) {
+            /* buf stays allocated: the abandoned request may still read
+             * and write it. */
+            free(state);
+            if (w == 0)
+                return prof_mpi_timed_out_(s, s->comm, "the reduction", n);
+            return prof_mpi_off_(s, -EIO, "MPI_Iallreduce failed");
+        }
+        prof_ranks_result(state, round, buf, (size_t)len);
+    }
+    free(buf);
     if (s->rank == 0)
-        prof_ranks_emit(all, (size_t)s->size);
+        prof_ranks_emit(state);
     free(s->last);
-    s->last = all;
+    s->last = state;
     return 1;
 }
 
@@ -187,7 +293,7 @@ static inline int prof_mpi_last(char *buf, size_t size, int format)
 
     if (s->last == NULL)
         return -ENOENT;
-    return prof_ranks_format(s->last, (size_t)s->size, format, buf, size);
+    return prof_ranks_format(s->last, format, buf, size);
 }
 
 #endif

@@ -730,9 +730,9 @@ PROF_API int prof_shutdown(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Windows and ranks (docs/DISTRIBUTED.md). The gather itself belongs to the
- * caller's communicator, on the caller's (training) thread; here are only
- * the window's numbers, the packing and the one table formatter. */
+/* Windows and ranks (docs/DISTRIBUTED.md). The reduction itself belongs to
+ * the caller's communicator; here are only the window's numbers, read
+ * under the lock for ranks.c, and the delivery of its table. */
 
 PROF_API int prof_window_stats_list(prof_stage_stats *out, size_t cap, uint64_t *window_end_step)
 {
@@ -818,74 +818,59 @@ PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns)
     return err;
 }
 
-PROF_API int prof_ranks_pack(void *block, size_t size, int rank)
+PROF_API int prof_ranks_snapshot(void *state, size_t size, int rank)
 {
-    struct prof_ranks_block *b;
     const prof_stage_stats *rows = NULL;
-    uint64_t start = 0, wall = 0;
+    uint64_t start = 0, wall = 0, end;
     size_t n = 0;
+    int err;
 
-    if (block == NULL || size < PROF_RANKS_BLOCK_SIZE)
+    if (state == NULL || size < PROF_RANKS_STATE_SIZE)
         return -EINVAL;
-    /* Packed off the stack (7 KB) and copied: the caller's buffer need not
-     * be aligned. */
-    if ((b = malloc(sizeof *b)) == NULL)
-        return -ENOMEM;
     prof_flush();
     prof_rt_lock();
     if (prof_rt.started)
         rows = prof_stats_window_last(&n, &start, &wall);
-    prof_ranks_pack_rows(b, rank, rows, n, prof_rt.window_start_step, start, wall);
+    end = prof_rt.window_start_step;
+    err = prof_ranks_snapshot_rows(state, size, rank, rows, n, rows ? end : 0,
+                                   end > start ? end - start : 0, wall);
     prof_rt_unlock();
-    memcpy(block, b, sizeof *b);
-    free(b);
-    return 0;
+    return err;
 }
 
-/* The table of blocks into b; the blocks are copied first: the caller's
- * bytes need not be aligned. */
-static int ranks_format_buf(struct prof_buf *b, const void *blocks, size_t nranks, int format)
+static int ranks_format_buf(struct prof_buf *b, const void *state, int format)
 {
-    void *copy;
-    int err;
-
-    if (blocks == NULL || nranks == 0 || nranks > (size_t)INT32_MAX)
+    if (state == NULL || ((uintptr_t)state % 8) != 0)
         return -EINVAL;
     if (format == PROF_FORMAT_DEFAULT)
         format = prof_config_get()->format;
     if (format != PROF_FORMAT_TEXT && format != PROF_FORMAT_JSON)
         return -EINVAL;
-    if ((copy = malloc(nranks * PROF_RANKS_BLOCK_SIZE)) == NULL)
-        return -ENOMEM;
-    memcpy(copy, blocks, nranks * PROF_RANKS_BLOCK_SIZE);
-    err = prof_ranks_format_blocks(b, copy, nranks, format);
-    free(copy);
-    return err;
+    return prof_ranks_format_state(b, state, format);
 }
 
-PROF_API int prof_ranks_format(const void *blocks, size_t nranks, int format, char *buf,
-                               size_t size)
+PROF_API int prof_ranks_format(const void *state, int format, char *buf, size_t size)
 {
     struct prof_buf b = {0};
     int err;
 
     if (buf == NULL && size > 0)
         return -EINVAL;
-    if ((err = ranks_format_buf(&b, blocks, nranks, format)) != 0) {
+    if ((err = ranks_format_buf(&b, state, format)) != 0) {
         prof_buf_free(&b);
         return err;
     }
     return snprint_out(&b, buf, size);
 }
 
-PROF_API int prof_ranks_emit(const void *blocks, size_t nranks)
+PROF_API int prof_ranks_emit(const void *state)
 {
     struct prof_buf b = {0};
     int err;
 
     if (prof_collector_is_self())
         return -EDEADLK;
-    if ((err = ranks_format_buf(&b, blocks, nranks, PROF_FORMAT_DEFAULT)) != 0) {
+    if ((err = ranks_format_buf(&b, state, PROF_FORMAT_DEFAULT)) != 0) {
         prof_buf_free(&b);
         return err;
     }

@@ -1,12 +1,23 @@
-/* ranks.h - the cross-rank summary: one rank's last window packed into a
- * fixed-size block, and the one formatter that turns the blocks of every
- * rank into the cross-rank table (text or JSON, docs/DISTRIBUTED.md).
+/* ranks.h - the cross-rank summary as a reduction (docs/DISTRIBUTED.md).
  *
- * The blocks travel over whatever communicator the job has (Python's
- * torch.distributed, prof_mpi.h's MPI) as opaque bytes; libprof itself
- * never talks to another process. Packing and formatting need no lock:
- * lib.c takes the window's numbers under the runtime lock and hands them
- * here. */
+ * A window's cross-rank table is built in PROF_RANKS_ROUNDS rounds. In
+ * each round every rank contributes a buffer of int64 words whose size
+ * does not depend on the number of ranks, the transport combines them
+ * element-wise (MIN over the first part, MAX over the second, SUM over the
+ * third: associative and commutative, so any reduction tree will do) and
+ * every rank hands the combined buffer back (prof_ranks_result):
+ *
+ *   round 0  keys: which stages (at most PROF_RANKS_MAX_STAGES, matched by
+ *            the hash of their name through a table of RANKS_KEY_SLOTS
+ *            slots) the table will have.
+ *   round 1  per stage: sums, counts, min and max with the rank holding
+ *            them, the name; per window: the reference rank's step.
+ *   round 2  per stage: fixed-size histograms of the per-rank values over
+ *            the [min, max] of round 1, for the medians; unequal steps.
+ *
+ * The transports (prof.distributed, prof_mpi.h) only move the buffers.
+ * Everything here is pure: lib.c takes the window under the runtime lock
+ * and hands the rows to prof_ranks_snapshot_rows. */
 #ifndef PROF_RANKS_H
 #define PROF_RANKS_H
 
@@ -16,53 +27,66 @@
 #include "prof.h"
 #include "json.h"
 
-#define PROF_RANKS_MAGIC 0x52465250u   /* "PRFR" in a little-endian dump */
-#define PROF_RANKS_VERSION 1u
-#define PROF_RANKS_NAME_BYTES 48       /* NUL included; longer names are cut */
+#define PROF_RANKS_MAGIC 0x5246u             /* in every round's magic word */
+#define PROF_RANKS_VERSION 2u
+#define RANKS_LOCAL_CAP 256                  /* the heaviest stages a rank offers */
+#define RANKS_KEY_SLOTS 1024                 /* round 0's table */
+#define RANKS_HIST_BUCKETS 24                /* per histogram, round 2 */
+#define RANKS_NAME_WORDS 6                   /* 7 bytes a word: names up to 41 bytes */
+#define RANKS_RANK_BITS 20                   /* ranks below 2^20 (loc encoding) */
+#define RANKS_COUNT_BITS 21                  /* three histogram counts a word */
 
-/* One stage of one rank's window. Fixed size: every rank sends the same
- * number of bytes, so one gather of equal blocks moves the whole table. */
-struct prof_ranks_stage {
-    uint64_t hash;               /* FNV-1a of the full name: the key across ranks */
+/* One stage of this rank's window, as the snapshot keeps it. */
+struct ranks_local {
+    uint64_t hash;               /* 47-bit key (never 0) */
     uint64_t count, total_ns, self_ns, max_ns;
-    double avg_ns, p50_ns, p95_ns;
-    char name[PROF_RANKS_NAME_BYTES];
+    double avg_ns, p95_ns, self_per_step;
+    char name[RANKS_NAME_WORDS * 7];
 };
 
-struct prof_ranks_header {
-    uint32_t magic;              /* PROF_RANKS_MAGIC: also catches another byte order */
-    uint16_t version;
-    uint16_t nstages;            /* used entries of stages[] */
+struct ranks_r1 {                /* round 1's combined numbers, decoded */
+    int64_t nranks, ok, no_window, folded, lost;
+    int64_t step_min, step_max;  /* loc-encoded end steps of ranks with a window */
+    int64_t nowin_min, nowin_max;    /* lowest/highest rank with no window, or -1 */
+    int64_t ref_rank;            /* lowest rank with a window, or -1 */
+    int64_t ref_step, ref_steps, ref_wall;
+};
+
+struct ranks_stage {             /* one row, decoded */
+    uint64_t hash;
+    int64_t ranks, count, total_ns, self_ns, off;
+    int64_t min[3], max[3];      /* loc-encoded avg, p95, self per step */
+    int64_t max_ns;
+    char name[RANKS_NAME_WORDS * 7 + 1];
+    uint32_t hist[3][RANKS_HIST_BUCKETS];
+};
+
+/* The caller's opaque state buffer (PROF_RANKS_STATE_SIZE bytes). */
+struct ranks_state {
+    uint32_t magic, version;
     int32_t rank;
-    uint32_t folded;             /* stages left out (more than PROF_RANKS_MAX_STAGES) */
-    uint64_t step;               /* the step the window ended at; 0 = no window */
-    uint64_t steps;              /* steps in the window */
-    uint64_t wall_ns;            /* the window's wall time */
-    uint64_t reserved[3];
+    int32_t nlocal;
+    int32_t have_window;
+    int32_t done;                /* rounds whose result is in */
+    int32_t bad;                 /* a round combined buffers of another layout */
+    int32_t nstages;             /* the table's stages, from round 0 */
+    uint64_t end_step, steps, wall_ns, folded;
+    struct ranks_local local[RANKS_LOCAL_CAP];
+    uint64_t keys[PROF_RANKS_MAX_STAGES];    /* the table's stages, in round 0's order */
+    int32_t at[PROF_RANKS_MAX_STAGES];       /* index into local[], or -1 */
+    int64_t lost;                /* this rank's stages not in the table */
+    struct ranks_r1 r1;
+    int64_t differ;              /* ranks at another end step than the reference */
+    struct ranks_stage st[PROF_RANKS_MAX_STAGES];
 };
-
-struct prof_ranks_block {
-    struct prof_ranks_header h;
-    struct prof_ranks_stage stages[PROF_RANKS_MAX_STAGES];
-};
-
-/* Pack a window (rows as prof_stats_window_last gives them) into b: the
- * PROF_RANKS_MAX_STAGES heaviest stages by total time, stages with no zone
- * in the window left out. rows may be NULL (no window: step 0). */
-void prof_ranks_pack_rows(struct prof_ranks_block *b, int rank, const prof_stage_stats *rows,
-                          size_t n, uint64_t end_step, uint64_t start_step, uint64_t wall_ns);
-
-/* Append the cross-rank table of blocks[0..nranks) (rank order) to out, as
- * text or one JSON line (format PROF_FORMAT_TEXT / PROF_FORMAT_JSON).
- * Blocks that are not valid are named in the output, never read past.
- * Returns 0 or -ENOMEM (out->failed). */
-int prof_ranks_format_blocks(struct prof_buf *out, const void *blocks, size_t nranks,
-                             int format);
 
 /* Per-rank periodic summaries are muted while a cross-rank summary stands
  * in for them (prof_ranks_start .. prof_ranks_abandon); the collector
  * checks it as it writes a periodic summary. */
 extern int prof_ranks_muted;
+
+/* Format the table of a state whose rounds are all in; text or JSON. */
+int prof_ranks_format_state(struct prof_buf *out, const struct ranks_state *s, int format);
 
 /* Write a formatted cross-rank table where the summaries go, in order with
  * them (collector.c). Takes text's buffer; lock held, released while

@@ -103,7 +103,10 @@ PyObject *py_window_stats(PyObject *m, PyObject *args, PyObject *kwargs);
 PyObject *py_window_step(PyObject *m, PyObject *ignored);
 /* _prof_ranks.c */
 PyObject *py_ranks_start(PyObject *m, PyObject *ignored);
-PyObject *py_ranks_pack(PyObject *m, PyObject *arg);
+PyObject *py_ranks_snapshot(PyObject *m, PyObject *arg);
+PyObject *py_ranks_contribute(PyObject *m, PyObject *args);
+PyObject *py_ranks_result(PyObject *m, PyObject *args);
+PyObject *py_ranks_combine(PyObject *m, PyObject *args);
 PyObject *py_ranks_format(PyObject *m, PyObject *args, PyObject *kwargs);
 PyObject *py_ranks_emit(PyObject *m, PyObject *obj);
 PyObject *py_ranks_abandon(PyObject *m, PyObject *arg);

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """measure_cost.py [RANKS ...] - what one cross-rank window costs over
-torch.distributed (gloo on 127.0.0.1): bytes each rank sends and receives,
-and the milliseconds prof.step() spends at a window step on rank 0 (flush,
-pack, all_gather, and on rank 0 formatting and printing the table). A
-barrier before each window step takes the ranks' arrival skew out, so the
-figure is the gather's own cost. Not a test: docs/DISTRIBUTED.md quotes it.
+torch.distributed (gloo on 127.0.0.1): bytes each rank sends and receives
+(the three rounds of the reduction), and the milliseconds prof.step()
+spends at a window step on rank 0 (flush, reading the window and handing
+it to prof's worker thread, which reduces it beside the steps). A barrier
+before each window step takes the ranks' arrival skew out. Not a test.
 
     PYTHONPATH=build/python python3 tests/distributed/measure_cost.py 2 4 8
 """

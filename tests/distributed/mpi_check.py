@@ -12,6 +12,10 @@ CASE:
              summaries at steps 30 and 40; the job ends in bounded time.
   time       PROF_SUMMARY_EVERY=1s: refused with one message per rank, no
              cross-rank table, the per-rank summaries stay.
+  never      (MPI_TRAIN is tests/distributed/mpi_ranks) rank 3 never steps
+             while every rank runs the job's MPI_Allreduce: the others'
+             reduction times out once (PROF_RANKS_TIMEOUT=10s), rank 0
+             names rank 3, and every rank finishes all its iterations.
 Exit 0 pass, 1 fail, 77 skip (no mpirun)."""
 import json
 import os
@@ -108,6 +112,16 @@ def main():
         check(len(refused) == 4, "one refusal per rank", err)
         check(re.search(r"^prof summary: .*rank 1\), step \d+: last", err, re.M),
               "per-rank periodic summaries stay", err)
+    elif case == "never":
+        out, err, took = run(exe, ["3", "30"], {"PROF_SUMMARY_EVERY": "5steps",
+                                               "PROF_RANKS_TIMEOUT": "10s"}, limit=85)
+        check(out.count("trained 30 iterations") == 4, "every rank finishes", out + err)
+        failed = re.findall(r"^prof: cross-rank summary failed \((.*)\)", err, re.M)
+        check(len(failed) == 3 and all("timed out" in f for f in failed),
+              "each stepping rank says so once", err)
+        check(any(re.search(r"rank 3 did not reach this step", f) for f in failed),
+              "rank 0 names rank 3", err)
+        check("prof ranks:" not in err, "no table", err)
     else:
         fail("unknown case " + case)
     print("ok")

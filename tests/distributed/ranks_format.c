@@ -1,105 +1,200 @@
-/* ranks_format.c - the cross-rank table from synthetic blocks: per-stage
- * median/min/max of avg and p95, the slowest rank and spread, the
- * straggler (the rank and stage with the most self time per step above the
- * median rank), stages only some ranks ran, unreadable blocks and ranks at
- * another step named, hostile names escaped, and the JSON form.
- *
- * The blocks are built with the wire layout of src/ranks.h, as any rank's
- * prof_ranks_pack() would send them. */
+/* ranks_format.c - the cross-rank table from synthetic windows, reduced
+ * through the library's own rounds (snapshot, contribute, combine,
+ * result) in one process: per-stage median/min/max of avg and p95, the
+ * slowest rank and spread, the straggler (the rank and stage with the most
+ * self time per step above the median rank; with two ranks, above the
+ * other rank), stages only some ranks ran, ranks with no window or at
+ * another step named, another version refused, hostile names escaped, and
+ * the JSON form. */
 #include <prof.h>
 
 #include "check.h"
-#include "ranks.h"
 
-static struct prof_ranks_block blocks[4];
+#define MAXR 8
 
-static void stage(struct prof_ranks_block *b, const char *name, uint64_t hash, double avg_ms,
-                  double p95_ms, double self_ms_per_step)
+struct win {
+    int nst;
+    prof_stage_stats st[8];
+    uint64_t end, steps;
+};
+
+static struct win w[MAXR];
+static void *states[MAXR];
+
+static void stage(struct win *x, const char *name, double avg_ms, double p95_ms,
+                  double self_ms_per_step)
 {
-    struct prof_ranks_stage *s = &b->stages[b->h.nstages++];
+    prof_stage_stats *s = &x->st[x->nst++];
 
-    s->hash = hash;
+    memset(s, 0, sizeof *s);
+    s->name = name;
     s->count = 10;
     s->avg_ns = avg_ms * 1e6;
     s->p50_ns = avg_ms * 1e6;
     s->p95_ns = p95_ms * 1e6;
     s->total_ns = (uint64_t)(s->avg_ns * 10);
     s->max_ns = (uint64_t)(s->p95_ns * 1.1);
-    s->self_ns = (uint64_t)(self_ms_per_step * 1e6 * 10);
-    snprintf(s->name, sizeof s->name, "%s", name);
+    s->self_ns = (uint64_t)(self_ms_per_step * 1e6 * (double)x->steps);
+}
+
+/* Reduce n ranks' windows; poison makes rank 1 send another layout. */
+static void reduce(int n, int poison)
+{
+    static int64_t acc[PROF_RANKS_BUF_SIZE / 8], mine[PROF_RANKS_BUF_SIZE / 8];
+
+    for (int r = 0; r < n; r++)
+        CHECK_EQ(prof_ranks_snapshot_rows(states[r], PROF_RANKS_STATE_SIZE, r,
+                                          w[r].end ? w[r].st : NULL, (size_t)w[r].nst, w[r].end,
+                                          w[r].steps, 500000000), 0);
+    for (int round = 0; round < PROF_RANKS_ROUNDS; round++) {
+        int len = 0;
+        size_t parts[3];
+        for (int r = 0; r < n; r++) {
+            len = prof_ranks_contribute(states[r], round, r ? mine : acc, sizeof acc, parts);
+            CHECK_GT(len, 0);
+            CHECK_EQ((size_t)len, 8 * (parts[0] + parts[1] + parts[2]));
+            if (poison && r == 1)
+                mine[0] ^= 1 << 20;
+            if (r)
+                CHECK_EQ(prof_ranks_combine(acc, mine, (size_t)len), 0);
+        }
+        for (int r = 0; r < n; r++) {
+            int rc = prof_ranks_result(states[r], round, acc, (size_t)len);
+            if (poison) {
+                CHECK_EQ(rc, -EPROTO);
+            } else {
+                CHECK_EQ(rc, 0);
+            }
+        }
+        if (poison)
+            return;
+    }
 }
 
 static char *format(int fmt)
 {
-    int n = prof_ranks_format(blocks, 4, fmt, NULL, 0);
+    int n = prof_ranks_format(states[0], fmt, NULL, 0);
     char *buf;
 
     CHECK_GT(n, 0);
     buf = malloc((size_t)n + 1);
     CHECK(buf != NULL);
-    CHECK_EQ(prof_ranks_format(blocks, 4, fmt, buf, (size_t)n + 1), n);
+    CHECK_EQ(prof_ranks_format(states[0], fmt, buf, (size_t)n + 1), n);
     CHECK_EQ(strlen(buf), (size_t)n);
     return buf;
+}
+
+static void four(void)
+{
+    memset(w, 0, sizeof w);
+    for (int r = 0; r < 4; r++) {
+        struct win *x = &w[r];
+        x->end = 40;
+        x->steps = 10;
+        /* Rank 2 is slow in data (4 ms more per step); the others wait for
+         * it in backward's all-reduce, so their backward is the longer
+         * one: the median tells the wait from the cause. */
+        stage(x, "data", r == 2 ? 5.0 : 1.0, r == 2 ? 6.0 : 1.2, r == 2 ? 5.0 : 1.0);
+        stage(x, "backward", r == 2 ? 2.0 : 6.0, r == 2 ? 2.5 : 6.5, r == 2 ? 2.0 : 6.0);
+        stage(x, "forward", 3.0 + 0.1 * r, 3.5 + 0.1 * r, 3.0 + 0.1 * r);
+    }
+    stage(&w[3], "evil\x1b]0;title\x07name", 0.5, 0.5, 0.5);
 }
 
 int main(void)
 {
     char *text, *json;
 
-    CHECK_EQ(sizeof(struct prof_ranks_block), PROF_RANKS_BLOCK_SIZE);
-    for (int r = 0; r < 4; r++) {
-        struct prof_ranks_block *b = &blocks[r];
-        b->h.magic = PROF_RANKS_MAGIC;
-        b->h.version = PROF_RANKS_VERSION;
-        b->h.rank = r;
-        b->h.step = 40;
-        b->h.steps = 10;
-        b->h.wall_ns = 500000000;
-        /* Rank 2 is slow in data (4 ms more per step); the others wait for
-         * it in backward's all-reduce, so their backward is the longer
-         * one: the median tells the wait from the cause. */
-        stage(b, "data", 1, r == 2 ? 5.0 : 1.0, r == 2 ? 6.0 : 1.2, r == 2 ? 5.0 : 1.0);
-        stage(b, "backward", 2, r == 2 ? 2.0 : 6.0, r == 2 ? 2.5 : 6.5, r == 2 ? 2.0 : 6.0);
-        stage(b, "forward", 3, 3.0 + 0.1 * r, 3.5 + 0.1 * r, 3.0 + 0.1 * r);
-    }
-    stage(&blocks[3], "evil\x1b]0;title\x07name", 4, 0.5, 0.5, 0.5);
+    for (int r = 0; r < MAXR; r++)
+        CHECK_EQ(posix_memalign(&states[r], 8, PROF_RANKS_STATE_SIZE), 0);
 
+    four();
+    reduce(4, 0);
     text = format(PROF_FORMAT_TEXT);
     CHECK_STR_CONTAINS(text, "prof ranks: step 40, last 10 steps, 4 ranks");
     CHECK_STR_CONTAINS(text, "straggler: rank 2 in data, +4.00 ms per step");
+    CHECK_STR_CONTAINS(text, "median rank 1.00 ms)");
     /* data: median avg 1 ms, max 5 ms on rank 2, spread 5x. */
     CHECK_STR_CONTAINS(text, "1.00 ms    1.00 ms    5.00 ms");
     CHECK_STR_CONTAINS(text, "rank 2   5.00x");
     /* forward: the slowest avg is rank 3's. */
-    CHECK_STR_CONTAINS(text, "rank 3   1.05x");
+    CHECK_STR_CONTAINS(text, "rank 3   1.0");
     /* Hostile bytes never reach the terminal raw. */
     CHECK(strchr(text, '\x1b') == NULL && strchr(text, '\x07') == NULL);
-    CHECK_STR_CONTAINS(text, "evil\\x1b]0;title\\x07name     1");
+    CHECK_STR_CONTAINS(text, "evil\\x1b]0;title\\x07name     1 ");
+    CHECK(strstr(text, "steps differ") == NULL && strstr(text, "no window") == NULL);
     free(text);
 
     json = format(PROF_FORMAT_JSON);
-    CHECK_STR_CONTAINS(json, "{\"prof\":\"ranks\",\"format\":1,");
+    CHECK_STR_CONTAINS(json, "{\"prof\":\"ranks\",\"format\":2,");
     CHECK_STR_CONTAINS(json, "\"straggler\":{\"rank\":2,\"stage\":\"data\",\"excess_ns_per_step\":4000000.0");
-    CHECK_STR_CONTAINS(json, "\"name\":\"data\",\"ranks\":4,\"avg_ns\":{\"median\":1000000.0,\"min\":1000000.0,\"max\":5000000.0}");
+    CHECK_STR_CONTAINS(json, "\"against\":\"median\"");
+    CHECK_STR_CONTAINS(json, "\"name\":\"data\",\"ranks\":4,");
+    CHECK_STR_CONTAINS(json, "\"avg_ns\":{\"median\":1000000.0,\"min\":1000000.0,\"min_rank\":0,\"max\":5000000.0,\"max_rank\":2}");
     CHECK_STR_CONTAINS(json, "\"evil\\u001b]0;title\\u0007name\"");
+    CHECK_STR_CONTAINS(json, "\"ranks\":[],");
     CHECK(strchr(json, '\n') == json + strlen(json) - 1);
     free(json);
 
-    /* Rank 1 sent something else, rank 3 is a window behind: both named,
-     * the table made of the ranks that can be read. */
-    blocks[1].h.magic = 0x12345678;
-    blocks[3].h.step = 30;
+    /* Rank 3 closed its window at another step, rank 1 has none: both
+     * named, the table made of the ranks that have one. */
+    four();
+    w[3].end = 80;
+    w[1].end = 0;
+    reduce(4, 0);
     text = format(PROF_FORMAT_TEXT);
-    CHECK_STR_CONTAINS(text, "rank 1: its numbers could not be read");
-    CHECK_STR_CONTAINS(text, "rank 3: window ends at step 30, not 40");
+    CHECK_STR_CONTAINS(text, "1 of 4 ranks: no window closed yet (rank 1)");
+    CHECK_STR_CONTAINS(text, "steps differ: 1 of 4 ranks ended this window at another step "
+                             "than rank 0 (step 40): rank 3 at step 80");
     CHECK_STR_CONTAINS(text, "straggler: rank 2 in data");
+    /* forward and evil hold rank 3's numbers: marked. */
+    CHECK_STR_CONTAINS(text, "forward                      3!");
     free(text);
-    /* A name without its NUL is refused, not read past. */
-    memset(blocks[0].stages[0].name, 'x', sizeof blocks[0].stages[0].name);
+    json = format(PROF_FORMAT_JSON);
+    CHECK_STR_CONTAINS(json, "\"ranks\":[{\"rank\":1,\"state\":\"no_window\"},{\"rank\":3,"
+                             "\"state\":\"other_steps\",\"step\":80}]");
+    CHECK_STR_CONTAINS(json, "\"ranks_other_steps\":1,");
+    free(json);
+
+    /* Two ranks: the excess is against the other rank, not the median of
+     * two (their mean), and the table says so. */
+    memset(w, 0, sizeof w);
+    for (int r = 0; r < 2; r++) {
+        w[r].end = 20;
+        w[r].steps = 10;
+        stage(&w[r], "compute", r ? 9.0 : 1.0, 1, r ? 9.0 : 1.0);
+    }
+    reduce(2, 0);
     text = format(PROF_FORMAT_TEXT);
-    CHECK_STR_CONTAINS(text, "rank 0: its numbers could not be read");
+    CHECK_STR_CONTAINS(text, "straggler: rank 1 in compute, +8.00 ms per step (self 9.00 ms per "
+                             "step, the other rank 1.00 ms; two ranks: against the other rank");
     free(text);
-    CHECK_EQ(prof_ranks_format(blocks, 0, PROF_FORMAT_TEXT, NULL, 0), -EINVAL);
-    CHECK_EQ(prof_ranks_format(blocks, 4, 7, NULL, 0), -EINVAL);
+    /* A stage only one of two ranks ran: against 0. */
+    stage(&w[0], "save", 2.0, 2.0, 20.0);
+    reduce(2, 0);
+    text = format(PROF_FORMAT_TEXT);
+    CHECK_STR_CONTAINS(text, "straggler: rank 0 in save, +20.00 ms per step");
+    free(text);
+
+    /* A rank of another layout: refused, said, never read. */
+    four();
+    reduce(4, 1);
+    text = format(PROF_FORMAT_TEXT);
+    CHECK_STR_CONTAINS(text, "could not be combined (another prof version");
+    free(text);
+
+    /* No rank has a window yet. */
+    memset(w, 0, sizeof w);
+    reduce(3, 0);
+    text = format(PROF_FORMAT_TEXT);
+    CHECK_STR_CONTAINS(text, "prof ranks: 3 ranks, no window closed on any rank yet");
+    free(text);
+
+    CHECK_EQ(prof_ranks_format(states[0], 7, NULL, 0), -EINVAL);
+    CHECK_EQ(prof_ranks_contribute(states[0], 1, NULL, 0, NULL), -EINVAL);
+    CHECK_EQ(prof_ranks_snapshot_rows(states[0], PROF_RANKS_STATE_SIZE, 1 << 20, NULL, 0, 0, 0,
+                                      0), -ERANGE);
+    for (int r = 0; r < MAXR; r++)
+        free(states[r]);
     return 0;
 }

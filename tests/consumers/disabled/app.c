@@ -79,15 +79,20 @@ int main(void)
     EXPECT(prof_reset() == 0);
     {
         uint64_t every = 0, end = 0, before = prof_step_count();
-        char block[PROF_RANKS_BLOCK_SIZE];
+        static uint64_t state[PROF_RANKS_STATE_SIZE / 8];
+        size_t parts[3];
 
         EXPECT(prof_window_stats_list(&st, 1, &end) == -ESRCH);
         EXPECT(prof_step() == before + 1);
         EXPECT(prof_ranks_start(&every, NULL) == -ESRCH);
-        EXPECT(prof_ranks_pack(block, sizeof block, 0) == -ESRCH);
-        EXPECT(prof_ranks_format(block, 1, PROF_FORMAT_TEXT, buf, sizeof buf) == -ESRCH);
+        EXPECT(prof_ranks_snapshot(state, sizeof state, 0) == -ESRCH);
+        EXPECT(prof_ranks_snapshot_rows(state, sizeof state, 0, NULL, 0, 0, 0, 0) == -ESRCH);
+        EXPECT(prof_ranks_contribute(state, 0, buf, sizeof buf, parts) == -ESRCH);
+        EXPECT(prof_ranks_combine(buf, buf, 8) == -ESRCH);
+        EXPECT(prof_ranks_result(state, 0, buf, sizeof buf) == -ESRCH);
+        EXPECT(prof_ranks_format(state, PROF_FORMAT_TEXT, buf, sizeof buf) == -ESRCH);
         EXPECT(buf[0] == '\0');
-        EXPECT(prof_ranks_emit(block, 1) == -ESRCH);
+        EXPECT(prof_ranks_emit(state) == -ESRCH);
         prof_ranks_abandon("test");
     }
     prof_set_summary_handler(on_summary, NULL);
