@@ -232,8 +232,8 @@ static void window_release_locked(void)
     if (t == NULL)
         return;
     held.t = NULL;
-    /* A reset or the warm-up skip since the step began a fresh window. */
-    if (held.step > prof_rt.window_start_step)
+    /* A prof_reset() since the step began a fresh window after it. */
+    if (held.step >= prof_rt.window_start_step)
         summary_queue_locked(PROF_KIND_PERIODIC, held.step, held.cut_ns);
 }
 
