@@ -166,7 +166,9 @@ class ProfilingContext:
 
     def summary(self, format="text"):
         """The whole-run table: count, total, self, avg, p50/p95/p99, max and
-        share of wall time per stage, nested as a tree."""
+        share of wall time per stage, nested as a tree. Printed after the
+        last step, it stands in for the runtime's table at exit (see
+        ``prof.summary``)."""
         return summary(format) if self.enabled else ""
 
     def stats(self, name=None):
