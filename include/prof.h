@@ -41,7 +41,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "prof_version.h"
+/* Compiled out, prof.h is enough on its own: a program that copies only
+ * this file gets the no-ops, and prof_version() says "disabled" when
+ * prof_version.h (PROF_VERSION_* macros) is not beside it. */
+#if !defined(PROF_DISABLE) || !defined(__has_include)
+#  include "prof_version.h"
+#elif __has_include("prof_version.h")
+#  include "prof_version.h"
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -909,6 +916,7 @@ inline prof::Zone::~Zone() { prof_zone_end_inline_(&zone_); }
  *   prof_enable() 0 (and nothing records)   prof_enabled()            0
  *   prof_step()   steps so far (see below)  prof_intern(s)            s
  *   prof_thread_name() 0 (-EINVAL for NULL) prof_version() PROF_VERSION_STRING
+ *                                           ("disabled" without prof_version.h)
  *   prof_flush(), prof_stats(), prof_stats_list(),
  *   prof_counter_stats_get(), prof_counter_stats_list(),
  *   prof_summary_print(), prof_summary_snprint(), prof_window_stats_list(),
@@ -982,7 +990,11 @@ static inline void prof_set_summary_handler_off_(prof_summary_fn fn, void *user)
 {
     (void)fn; (void)user;
 }
+#ifdef PROF_VERSION_STRING
 static inline const char *prof_version_off_(void) { return PROF_VERSION_STRING; }
+#else
+static inline const char *prof_version_off_(void) { return "disabled"; }
+#endif
 static inline void prof_set_logger_off_(prof_log_fn fn, void *user) { (void)fn; (void)user; }
 static inline prof_cuda_zone prof_cuda_zone_begin_off_(const char *name, void *stream)
 {

@@ -156,6 +156,19 @@ static int children_room(struct prof_thread *t, uint32_t d)
     return 0;
 }
 
+/* The wall time of a window (and of the run) reaches back to the earliest
+ * start of what it counts: a zone that began before a cut (another
+ * thread's, cut where the drain is; one open across a reset) counts whole
+ * where it ended, so its window must cover it whole, or a stage on one
+ * thread shows more than 100% of the window's wall time. */
+static void wall_cover_locked(uint64_t start_ns)
+{
+    if (start_ns < prof_rt.window_start_ns)
+        prof_rt.window_start_ns = start_ns;
+    if (start_ns < prof_rt.start_ns)
+        prof_rt.start_ns = start_ns;
+}
+
 static void take_zone(struct prof_thread *t, const prof_record_ *r,
                       const struct prof_clock_map *cm)
 {
@@ -175,6 +188,7 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r,
         return;
     }
     prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
+    wall_cover_locked(prof_clock_map_ns(cm, r->start));
     if (traced(r->start))
         prof_trace_zone(t, s, r->name, prof_clock_map_ns(cm, r->start), dur, r->depth);
 }
@@ -231,6 +245,7 @@ static void take_lane_zone(struct prof_thread *t, const prof_record_ *r,
         c->last = r->end;
     c->ns += dur;
     prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
+    wall_cover_locked(prof_clock_map_ns(cm, r->start));
     if (traced(r->start))
         prof_trace_lane_zone(t, lane, s, r->name, prof_clock_map_ns(cm, r->start), dur);
 }
@@ -259,10 +274,80 @@ static void skip_warm_up(uint64_t at_ns)
     prof_rt.dropped = prof_rt.dropped_window = 0;
 }
 
+/* A step window closes after the zones that were open at its step end.
+ * The README's loop calls prof_step() last inside the iteration's zone, so
+ * that zone ends just after the step: cut at the step record, it fell into
+ * the next window (the first window held 99 of 100 iterations, the next
+ * 101 and more than 100% of its wall time). So the summary of a step taken
+ * with zones open is held until the stepping thread's first record that
+ * begins at or after the step (its next iteration): the records before it
+ * are the zones that were open at the step, ending. Held until the end of
+ * the collector pass in which the stepping thread itself flushes (its
+ * records are all in then), and at most WINDOW_HOLD_NS: a thread that
+ * stays inside its zone after the step (blocked, or descheduled on a busy
+ * machine) delays the summary that long, then its zone goes to the next
+ * window, as an epoch's zone open across many steps always does. */
+#define WINDOW_HOLD_NS 1000000000ull
+
+static struct {
+    struct prof_thread *t;       /* NULL: no window held */
+    uint64_t step, cut_ns, cut_ticks;
+    uint64_t since_ns;           /* when it was held */
+} held;
+
+static void window_release_locked(void)
+{
+    struct prof_thread *t = held.t;
+
+    if (t == NULL)
+        return;
+    held.t = NULL;
+    /* A prof_reset() since the step began a fresh window after it. */
+    if (held.step >= prof_rt.window_start_step)
+        summary_queue_locked(PROF_KIND_PERIODIC, held.step, held.cut_ns);
+}
+
+static void window_hold_locked(struct prof_thread *t, const prof_record_ *r, uint64_t cut_ns)
+{
+    window_release_locked();
+    if (r->depth == 0) {
+        summary_queue_locked(PROF_KIND_PERIODIC, r->end, cut_ns);
+        return;
+    }
+    held.t = t;
+    held.step = r->end;
+    held.cut_ns = cut_ns;
+    held.cut_ticks = r->start;
+    held.since_ns = prof_clock_now_ns();
+}
+
+/* Before a record of t is taken: whether it begins the held step's next
+ * window. A GPU record carries no time; a gap may hide anything. */
+static void window_check_locked(const struct prof_thread *t, const prof_record_ *r)
+{
+    if (held.t != t || r->kind == PROF_RECORD_CUDA_)
+        return;
+    if (r->kind == PROF_RECORD_STEP_ || r->kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks)
+        window_release_locked();
+}
+
+/* At the end of a collector pass (self: the pass runs on a recording
+ * thread, inside prof_flush or a stats call). */
+static void window_pass_end_locked(void)
+{
+    if (held.t == NULL)
+        return;
+    if (prof_thread_self_ == &held.t->hot ||
+        prof_clock_now_ns() - held.since_ns >= WINDOW_HOLD_NS)
+        window_release_locked();
+}
+
 static void take_record(struct prof_thread *t, const prof_record_ *r,
                         const struct prof_clock_map *cm)
 {
     double v;
+
+    window_check_locked(t, r);
 
     switch (r->kind & PROF_RECORD_KIND_MASK_) {
     case PROF_RECORD_ZONE_:
@@ -292,7 +377,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
         if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
             r->end > prof_rt.summary_step_done) {
             prof_rt.summary_step_done = r->end;
-            summary_queue_locked(PROF_KIND_PERIODIC, r->end, prof_clock_map_ns(cm, r->start));
+            window_hold_locked(t, r, prof_clock_map_ns(cm, r->start));
         }
         if (traced(r->start)) {
             char name[40];
@@ -375,6 +460,8 @@ void prof_collect_locked(void)
 
         drain(t);
         if (exited) {
+            if (held.t == t)
+                window_release_locked();
             prof_stats_thread_gone(t);
             lanes_gone(t);
             *link = t->next;
@@ -384,6 +471,7 @@ void prof_collect_locked(void)
             link = &t->next;
         }
     }
+    window_pass_end_locked();
     prof_cuda_poll(gpu_sink, NULL);
     lost = prof_cuda_lost();
     if (lost != prof_rt.cuda_lost_seen) {
@@ -625,6 +713,7 @@ void prof_summary_wait_written_locked(void)
 
 void prof_summary_emit_locked(enum prof_summary_kind kind)
 {
+    window_release_locked();     /* an earlier step's window comes first */
     summary_queue_locked(kind, __atomic_load_n(&prof_steps, __ATOMIC_RELAXED),
                          prof_clock_now_ns());
     summary_write_pending_locked();
@@ -657,6 +746,7 @@ void prof_collector_atfork_child(void)
         free(p);
     }
     pending_end = &pending;
+    held.t = NULL;               /* the parent's threads and window */
     if (in_flight != NULL) {
         /* Forked while another thread was writing it. */
         prof_buf_free(&in_flight->text);

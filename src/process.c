@@ -42,6 +42,69 @@ static int rank_from_env(void)
     return -1;
 }
 
+/* Python's interpreter options that take a value (attached, -Xdev, or the
+ * next word); -c and -m end the options. */
+static int py_opt_takes_value(char c)
+{
+    return c == 'W' || c == 'X' || c == 'c' || c == 'm';
+}
+
+/* A Python process is named after what it runs, as its user calls it:
+ * "train.py" for `python train.py`, the module for `python -m pkg.mod`,
+ * "python" for -c, stdin or the interactive prompt. From /proc/self/cmdline,
+ * so a process is named the same before and after `import prof`, and a
+ * runtime started by a C extension agrees with the Python package. */
+static void python_name(char *out, size_t size)
+{
+    char buf[4096];
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    size_t n;
+    const char *a, *end;
+
+    if (f == NULL)
+        return;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    end = buf + n;
+    /* Past the interpreter's own path. */
+    for (a = buf + strlen(buf) + 1; a < end; a += strlen(a) + 1) {
+        if (strcmp(a, "--check-hash-based-pycs") == 0) {
+            a += strlen(a) + 1;
+            continue;
+        }
+        if (a[0] == '-' && a[1] == '-')
+            continue;               /* --help, --version, -- */
+        if (a[0] != '-' || a[1] == '\0')
+            break;                  /* the script, or "-" (stdin) */
+        for (const char *c = a + 1; *c != '\0'; c++) {
+            const char *value;
+            if (!py_opt_takes_value(*c))
+                continue;
+            value = c[1] != '\0' ? c + 1 : a + strlen(a) + 1;
+            if (*c == 'c') {
+                snprintf(out, size, "python");
+                return;
+            }
+            if (*c == 'm') {
+                if (value < end && *value != '\0')
+                    snprintf(out, size, "%s", value);
+                return;
+            }
+            if (c[1] == '\0')
+                a += strlen(a) + 1;  /* -W arg, -X arg */
+            break;
+        }
+        if (a >= end)
+            return;
+    }
+    if (a >= end || strcmp(a, "-") == 0) {
+        snprintf(out, size, "python");
+        return;
+    }
+    snprintf(out, size, "%s", strrchr(a, '/') ? strrchr(a, '/') + 1 : a);
+}
+
 void prof_process_refresh(void)
 {
     FILE *f = fopen("/proc/self/comm", "re");
@@ -52,6 +115,8 @@ void prof_process_refresh(void)
             proc.program[strcspn(proc.program, "\n")] = '\0';
         fclose(f);
     }
+    if (strstr(proc.program, "python") == proc.program)
+        python_name(proc.program, sizeof proc.program);
     if (proc.program[0] == '\0')
         snprintf(proc.program, sizeof proc.program, "process");
     if (gethostname(proc.host, sizeof proc.host) != 0)

@@ -82,6 +82,12 @@ static uint64_t merged_windows(const struct view *v)
     return v->window && every && v->steps > every ? (v->steps + every - 1) / every : 1;
 }
 
+/* "1 step", "2 steps": the header reads as English. */
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
 static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const struct view *v,
                         uint64_t run_ns)
 {
@@ -100,17 +106,18 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
     if (kind == PROF_KIND_PERIODIC) {
         uint64_t n = merged_windows(v);
 
-        prof_buf_printf(b, ", step %llu: last %llu steps in %s; run %s",
-                        (unsigned long long)v->step, (unsigned long long)v->steps, win, run);
+        prof_buf_printf(b, ", step %llu: last %llu step%s in %s; run %s",
+                        (unsigned long long)v->step, (unsigned long long)v->steps,
+                        plural(v->steps), win, run);
         if (n > 1)
             prof_buf_printf(b, " (%llu windows in one: their step records were dropped, ring "
                             "full)", (unsigned long long)n);
     }
     else
-        prof_buf_printf(b, ", %s: %llu steps, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
-                        (unsigned long long)v->step, run);
-    prof_buf_printf(b, ", %llu threads, %llu dropped, clock %s\n",
-                    (unsigned long long)prof_threads_seen,
+        prof_buf_printf(b, ", %s: %llu step%s, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
+                        (unsigned long long)v->step, plural(v->step), run);
+    prof_buf_printf(b, ", %llu thread%s, %llu dropped, clock %s\n",
+                    (unsigned long long)prof_threads_seen, plural(prof_threads_seen),
                     (unsigned long long)(v->window ? prof_rt.dropped_window : prof_rt.dropped),
                     clock);
 }

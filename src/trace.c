@@ -350,21 +350,19 @@ static inline int room(void)
 }
 
 /* What a zone event of stage s begins with, after "\n,{": its name, phase,
- * category (the event's source: a CPU zone named "x [gpu]" shares the GPU
- * zones' stage), pid and "tid": made once per trace file (the pid is the
- * file's: a forked child opens its own) and category, kept in the stage. */
-static const char *stage_head(struct prof_stage *s, int is_gpu)
+ * pid and "tid": made once per trace file (the pid is the file's: a forked
+ * child opens its own), kept in the stage. The category comes last
+ * (zone_cat). */
+static const char *stage_head(struct prof_stage *s)
 {
-    static const char cpu[] = ",\"ph\":\"X\",\"cat\":\"cpu\"";
-    static const char gpu[] = ",\"ph\":\"X\",\"cat\":\"gpu\"";
     struct prof_buf tmp = {0};
-    uint64_t key = gen * 2 + (is_gpu != 0);
+    uint64_t key = gen;
 
     if (s->trace_gen == key && s->trace_head != NULL)
         return s->trace_head;
     prof_buf_puts(&tmp, "\"name\":");
     prof_buf_json_string(&tmp, s->name);
-    prof_buf_puts(&tmp, is_gpu ? gpu : cpu);
+    prof_buf_puts(&tmp, ",\"ph\":\"X\"");
     prof_buf_put(&tmp, pid_text, pid_len);
     if (tmp.failed || tmp.len > UINT32_MAX) {
         prof_buf_free(&tmp);
@@ -377,41 +375,46 @@ static const char *stage_head(struct prof_stage *s, int is_gpu)
     return s->trace_head;
 }
 
-/* A zone's call site as args, ",\"args\":{\"src\":\"file:line\"}",
- * escaped once per raw name pointer and kept (a name that is no site keeps
- * ""): one entry per raw pointer, as the statistics keep one. Copied, so a
- * site in a library unloaded later is never read again. */
-static struct prof_map site_args;
+/* A zone's category, the event's source: "cpu" or "gpu" (a CPU zone named
+ * "x [gpu]" shares the GPU zones' stage); a CPU zone with a call site adds
+ * it as a second category, ",\"cat\":\"cpu,src:file:line\"". The site is
+ * not in args: speedscope names a frame by its name and args (one frame
+ * per call site, labelled `name {"src":...}`), while Perfetto and Chrome
+ * show the category beside the name. Escaped once per raw name pointer and
+ * kept: one entry per raw pointer, as the statistics keep one. Copied, so
+ * a site in a library unloaded later is never read again. */
+static const char cat_cpu[] = ",\"cat\":\"cpu\"";
+static const char cat_gpu[] = ",\"cat\":\"gpu\"";
+static struct prof_map site_cats;
 
-static const char *zone_args(const char *raw)
+static const char *zone_cat(const char *raw)
 {
-    static const char none[] = "";
     const struct prof_site_ *site;
     struct prof_buf src = {0}, out = {0};
     const char *a;
 
     if (raw == NULL)
-        return none;
-    if ((a = prof_map_get(&site_args, (uintptr_t)raw)) != NULL)
+        return cat_cpu;
+    if ((a = prof_map_get(&site_cats, (uintptr_t)raw)) != NULL)
         return a;
-    a = none;
+    a = cat_cpu;
     if ((site = prof_site_of(raw)) != NULL && site->file != NULL) {
+        prof_buf_puts(&src, "cpu,src:");
         prof_buf_puts(&src, site->file);
         prof_buf_put(&src, ":", 1);
         prof_buf_u64(&src, site->line);
-        prof_buf_puts(&out, ",\"args\":{\"src\":");
+        prof_buf_puts(&out, ",\"cat\":");
         if (!src.failed)
             prof_buf_json_string(&out, src.data);
-        prof_buf_put(&out, "}", 1);
         if (!out.failed && !src.failed)
             a = out.data;
         else
             prof_buf_free(&out);
         prof_buf_free(&src);
     }
-    if (prof_map_put(&site_args, (uintptr_t)raw, (void *)a) != 0 && a != none) {
-        prof_buf_free(&out);    /* no memory to keep it: args left out */
-        a = none;
+    if (prof_map_put(&site_cats, (uintptr_t)raw, (void *)a) != 0 && a != cat_cpu) {
+        prof_buf_free(&out);    /* no memory to keep it: the site left out */
+        a = cat_cpu;
     }
     return a;
 }
@@ -424,14 +427,14 @@ static const char *zone_args(const char *raw)
 static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32_t tid,
                        uint64_t rel_start, uint64_t dur)
 {
-    const char *head = stage_head(s, is_gpu), *args = "";
-    size_t hlen = 0, alen = 0;
+    const char *head = stage_head(s), *args = is_gpu ? cat_gpu : cat_cpu;
+    size_t hlen = 0, alen = strlen(args);
     char *p, *q;
 
-    if (raw != NULL) {
-        /* Most stages have one call site: its args are kept on the stage. */
+    if (raw != NULL && !is_gpu) {
+        /* Most stages have one call site: its category is kept on the stage. */
         if (s->trace_raw != raw) {
-            const char *a = zone_args(raw);
+            const char *a = zone_cat(raw);
             s->trace_args = a;
             s->trace_args_len = (uint32_t)strlen(a);
             s->trace_raw = raw;
@@ -443,8 +446,7 @@ static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32
         event_start();
         prof_buf_puts(&buf, "\"name\":");
         prof_buf_json_string(&buf, s->name);
-        prof_buf_puts(&buf, ",\"ph\":\"X\",\"cat\":");
-        prof_buf_puts(&buf, is_gpu ? "\"gpu\"" : "\"cpu\"");
+        prof_buf_puts(&buf, ",\"ph\":\"X\"");
         prof_buf_put(&buf, pid_text, pid_len);
     } else {
         event_place();

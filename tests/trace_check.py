@@ -23,8 +23,9 @@ Infinity, no lone surrogates, no duplicate keys, the closing ']' present
 unless allowed to be missing, and the field rules of FORMATS.md. Zones
 must nest as a viewer computes them: ts and dur parsed as doubles and
 added, no slack (Chrome leaves improperly nested slices undrawn), and X
-events carry no args but a call site's {"src": "file:line"} (speedscope
-makes one frame per distinct args, and a site's never vary).
+events carry no args: speedscope names a frame by its name and its args
+(`name {"src":...}`), so a zone's call site is a second category instead,
+"cat": "cpu,src:file:line" (speedscope_frame_name() is speedscope's rule).
 """
 
 import argparse
@@ -160,15 +161,14 @@ def check_event(i, e, no_x_args=True):
         dur = e.get('dur')
         if not _num(dur) or dur < 0:
             raise TraceError(f'{where}: dur must be a number >= 0, got {dur!r}')
-        if e.get('cat') not in ('cpu', 'gpu'):
-            raise TraceError(f'{where}: cat must be "cpu" or "gpu", got {e.get("cat")!r}')
+        cat = e.get('cat')
+        if cat not in ('cpu', 'gpu') and zone_site(e) is None:
+            raise TraceError(f'{where}: cat must be "cpu", "gpu" or "cpu,src:file:line", '
+                             f'got {cat!r}')
         if no_x_args:
-            if args and (e['cat'] != 'cpu' or set(args) != {'src'} or
-                         not isinstance(args['src'], str) or
-                         not re.fullmatch(r'.+:[1-9][0-9]*', args['src'], re.S)):
-                raise TraceError(f'{where}: X events carry no args but a CPU zone\'s call '
-                                 f'site {{"src": "file:line"}} (speedscope splits a stage into '
-                                 f'one frame per distinct args), got {args!r}')
+            if 'args' in e:
+                raise TraceError(f'{where}: X events carry no args (speedscope would name the '
+                                 f'frame {speedscope_frame_name(e)!r}), got {args!r}')
         else:
             depth = (args or {}).get('depth')
             if not (_int(depth) and depth >= 0):
@@ -183,6 +183,28 @@ def check_event(i, e, no_x_args=True):
             raise TraceError(f'{where}: "cat" missing')
         if e['cat'] == 'step' and not _int((args or {}).get('step')):
             raise TraceError(f'{where}: a step instant needs an integer args.step')
+
+
+def zone_site(e):
+    """The call site "file:line" of an X event (its "cpu,src:..." category),
+    or None."""
+    cat = e.get('cat')
+    if isinstance(cat, str) and cat.startswith('cpu,src:'):
+        site = cat[len('cpu,src:'):]
+        if re.fullmatch(r'.+:[1-9][0-9]*', site, re.S):
+            return site
+    return None
+
+
+def speedscope_frame_name(e):
+    """The frame name speedscope gives a B/E/X event: its name, then, when
+    the event has args at all, a space and JSON.stringify(args) (keyForEvent
+    in speedscope's src/import/trace-event.ts, jlfwong/speedscope). An
+    empty {} counts: it is truthy in JavaScript."""
+    name = e.get('name') or '(unnamed)'
+    if 'args' in e and e['args'] is not None and e['args'] is not False:
+        name += ' ' + json.dumps(e['args'], separators=(',', ':'), ensure_ascii=False)
+    return name
 
 
 def check_prof_args(e):
@@ -237,7 +259,7 @@ def check_nesting_as_viewers(events):
     zones only (GPU tracks hold what the driver timed)."""
     threads = {}
     for i, e in enumerate(events):
-        if e['ph'] == 'X' and e.get('cat') == 'cpu':
+        if e['ph'] == 'X' and e.get('cat') != 'gpu':
             ts, dur = float(e['ts']), float(e['dur'])
             threads.setdefault((e['pid'], e['tid']), []).append((ts, -(ts + dur), i))
     for (pid, tid), zones in threads.items():

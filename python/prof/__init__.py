@@ -97,6 +97,31 @@ _prof._set_special_wrapper(_wrap_special)
 
 
 # ---------------------------------------------------------------------------
+# One summary: the runtime's table at exit only when it says something new
+
+# prof.step_count() when the program last took a summary itself, or None.
+_taken = {"step": None}
+
+
+def summary(format="text"):
+    """The whole-run table as a ``str`` (``format="json"``: one JSON
+    object). A program that prints it after its last ``prof.step()`` does
+    not also get the runtime's final table at exit (docs/PYTHON.md)."""
+    steps = _prof.step_count()
+    text = _prof.summary(format)
+    _taken["step"] = steps
+    return text
+
+
+def _final_is_repeat():
+    # The final table would show what the program's own last summary()
+    # showed (no step since), and it would go where nobody asked for it:
+    # PROF_SUMMARY unset (stderr by default) and not routed to logging.
+    return (_taken["step"] is not None and _taken["step"] == _prof.step_count()
+            and not _os.environ.get("PROF_SUMMARY", "").strip() and not _log_state["on"])
+
+
+# ---------------------------------------------------------------------------
 # ProfilingContext: the hand-written profiler's API, on prof
 
 class ProfilingContext:
@@ -141,7 +166,9 @@ class ProfilingContext:
 
     def summary(self, format="text"):
         """The whole-run table: count, total, self, avg, p50/p95/p99, max and
-        share of wall time per stage, nested as a tree."""
+        share of wall time per stage, nested as a tree. Printed after the
+        last step, it stands in for the runtime's table at exit (see
+        ``prof.summary``)."""
         return summary(format) if self.enabled else ""
 
     def stats(self, name=None):
@@ -174,6 +201,8 @@ def _at_exit():
     # were joined and before logging shuts down (see log_to_logging); the
     # final summary is written and the trace closed here. A second call
     # (C atexit, prof.shutdown() again) does nothing.
+    if _final_is_repeat():
+        _prof._skip_final_summary()
     shutdown()
 
 
@@ -202,6 +231,7 @@ def _after_fork_in_child():
     # multiprocessing processes never run that registry, and lose nothing
     # by the entry. Once per lineage: grandchildren inherit it.
     global _fork_hooked
+    _taken["step"] = None       # the parent's summary is not the child's
     mp_util = _sys.modules.get("multiprocessing.util")
     if _fork_hooked or mp_util is None:
         return

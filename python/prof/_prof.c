@@ -128,6 +128,7 @@ static PyMethodDef module_methods[] = {
      "_null_track(name) -> the shared no-op context manager (disabled ProfilingContext)."},
     {"_set_log_sink", py_set_log_sink, METH_O, NULL},
     {"_drain_log", py_drain_log, METH_NOARGS, NULL},
+    {"_skip_final_summary", py_skip_final_summary, METH_NOARGS, NULL},
     {"_set_special_wrapper", py_set_special_wrapper, METH_O, NULL},
     {"_debug_state", py_debug_state, METH_NOARGS, NULL},
     {"window_stats", (PyCFunction)(void (*)(void))py_window_stats, METH_VARARGS | METH_KEYWORDS,

@@ -89,6 +89,7 @@ PyObject *py_cuda_zone(PyObject *m, PyObject *args, PyObject *kwargs);
 /* _prof_log.c */
 PyObject *py_set_log_sink(PyObject *m, PyObject *sink);
 PyObject *py_drain_log(PyObject *m, PyObject *ignored);
+PyObject *py_skip_final_summary(PyObject *m, PyObject *ignored);
 /* _prof_events.c */
 PyObject *py_step(PyObject *m, PyObject *ignored);
 PyObject *py_step_count(PyObject *m, PyObject *ignored);

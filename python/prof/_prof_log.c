@@ -15,8 +15,10 @@
  */
 #include "_prof.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Summaries waiting for Python's logging when nobody calls prof.step(). */
 #define LOG_PENDING_MAX 64
@@ -145,6 +147,33 @@ PyObject *py_set_log_sink(PyObject *Py_UNUSED(m), PyObject *sink)
         Py_XSETREF(log_sink, Py_NewRef(sink));
         prof_set_summary_handler(log_handler, NULL);
     }
+    Py_RETURN_NONE;
+}
+
+/* The runtime's final summary would repeat the one the program printed
+ * itself (__init__.py's _final_is_repeat): it is dropped; anything else
+ * (a periodic summary still queued) goes to stderr, where PROF_SUMMARY
+ * unset sends it, which is the only case this handler is used in. */
+static void skip_final_handler(void *user, const char *text, int kind)
+{
+    size_t len = strlen(text), off = 0;
+
+    (void)user;
+    if (kind == PROF_SUMMARY_FINAL)
+        return;
+    while (off < len) {
+        ssize_t n = write(STDERR_FILENO, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        off += (size_t)n;
+    }
+}
+
+PyObject *py_skip_final_summary(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    prof_set_summary_handler(skip_final_handler, NULL);
     Py_RETURN_NONE;
 }
 

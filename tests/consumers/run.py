@@ -191,7 +191,18 @@ def route_disabled(source, work, tmp):
         env=clean_env())
     run(["c++", "-std=c++11", "-O2"] + warn + [os.path.join(src, "app.cpp"), "-o", exe_cxx],
         env=clean_env())
-    for exe in (exe_c, exe_cxx):
+    # prof.h copied alone into a project (no prof_version.h beside it):
+    # compiled out, it needs nothing else (issue 19).
+    alone = os.path.join(tmp, "alone")
+    os.makedirs(alone)
+    shutil.copy(os.path.join(inc, "prof.h"), alone)
+    exe_alone = os.path.join(tmp, "app_alone")
+    run(["cc", "-std=c11", "-O2"] + warn[:-1] + ["-I" + alone, os.path.join(src, "app.c"),
+                                                 "-o", exe_alone], env=clean_env())
+    run(["c++", "-std=c++11", "-O2"] + warn[:-1] + ["-I" + alone, os.path.join(src, "app.cpp"),
+                                                    "-o", exe_alone + "_cxx"], env=clean_env())
+    log("ok: prof.h alone compiles with -DPROF_DISABLE, C and C++")
+    for exe in (exe_c, exe_cxx, exe_alone, exe_alone + "_cxx"):
         expect_no_libprof(exe)
         summary = os.path.join(tmp, "summary.txt")
         out = run([exe], env=clean_env(PROF="1", PROF_SUMMARY=summary)).stdout

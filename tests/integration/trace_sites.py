@@ -1,8 +1,10 @@
 """Call sites in the trace: every zone begun with a name known at compile
 time (PROF_ZONE with a literal, PROF_FUNC, PROF_ZONE_BEGIN; C and C++)
-carries args {"src": "<file>:<line>"} naming the line that began it; a
-name made at run time carries no args, and a string that merely begins
-with a site's magic stays a name. Two sites of one name are one stage in
+carries the category "cpu,src:<file>:<line>" naming the line that began it;
+a name made at run time is plain "cpu", and a string that merely begins
+with a site's magic stays a name. No zone carries args, so speedscope
+names every frame by the zone's name alone (issue 19: it showed
+`step {"src":"app.c:25"}`), one frame per stage however many sites. Two sites of one name are one stage in
 the summary (counts added) and two sources in the trace.
 
     python3 trace_sites.py SITES_C TRACE_CHECK_PY SITES_C_SOURCE [SITES_CPP SITES_CPP_SOURCE]
@@ -29,10 +31,13 @@ def site_lines(source):
 
 def sources(events):
     """zone name -> {src or None: count}."""
+    import common
     got = defaultdict(lambda: defaultdict(int))
     for e in events:
         if e['ph'] == 'X':
-            got[e['name']][(e.get('args') or {}).get('src')] += 1
+            got[e['name']][common.trace_check.zone_site(e)] += 1
+            frame = common.trace_check.speedscope_frame_name(e)
+            check(frame == e['name'], f'speedscope names the frame of {e["name"]!r} {frame!r}')
     return got
 
 

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests"))
 from trace_check import check_trace  # noqa: E402
 
 HEADER = re.compile(r"^prof summary: .*\(pid (\d+)(?:, rank \d+)?(?:, forked from (\d+))?\)"
-                    r", final: (\d+) steps", re.M)
+                    r", final: (\d+) steps?", re.M)
 
 
 def summaries(stderr):

@@ -1,0 +1,149 @@
+/* step_window.c - the README's loop: prof_step() is the last call inside
+ * the iteration's zone, so that zone ends just after the step. Each
+ * periodic window (PROF_SUMMARY_EVERY=10steps) must still hold the 10
+ * iterations it closes: "iter" counted 10 times in every window (issue 19:
+ * the first held 9, the next 11), and no stage that runs on one thread
+ * above 100% of the window's wall time: "iter" on the stepping thread, and
+ * "load" on a worker thread whose zones run back to back and straddle the
+ * cuts.
+ *
+ * "one": PROF_SUMMARY_EVERY=1step, text: the header says "last 1 step". */
+#include <prof.h>
+
+#include "check.h"
+
+#define WINDOWS 6
+#define EVERY 10
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static char *periodic[64];
+static int nperiodic;
+static volatile int stop;
+
+static void handler(void *user, const char *text, int kind)
+{
+    (void)user;
+    if (kind != PROF_SUMMARY_PERIODIC)
+        return;
+    pthread_mutex_lock(&lock);
+    if (nperiodic < 64)
+        periodic[nperiodic++] = strdup(text);
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The number of periodic summaries once want have come, or after 10 s:
+ * the collector may still be handing one to the handler when prof_flush()
+ * returns. Checked by the caller unlocked (a failed check exits, and the
+ * collector may be in the handler). */
+static int periodic_wait(int want)
+{
+    struct timespec deadline;
+    int n;
+
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 10;
+    pthread_mutex_lock(&lock);
+    while (nperiodic < want && pthread_cond_timedwait(&cond, &lock, &deadline) == 0) {
+    }
+    n = nperiodic;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* In the "window" section of a JSON summary: stage name's number key, 0
+ * when the stage is not in the window. */
+static double window_field(const char *text, const char *name, const char *key)
+{
+    char pat[128];
+    const char *w = strstr(text, "\"window\":"), *t = strstr(text, "\"total\":"), *s, *k;
+
+    CHECK_MSG(w != NULL && t != NULL, "no window section in: %.300s", text);
+    snprintf(pat, sizeof pat, "{\"name\":\"%s\"", name);
+    s = strstr(w, pat);
+    if (s == NULL || s > t)
+        return 0;    /* not in this window (a starved loader thread) */
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    k = strstr(s, pat);
+    CHECK(k != NULL);
+    return strtod(k + strlen(pat), NULL);
+}
+
+static void *loader(void *arg)
+{
+    (void)arg;
+    prof_thread_name("loader");
+    while (!stop) {
+        PROF_ZONE("load");
+        test_spin_ns(150000);
+    }
+    return NULL;
+}
+
+static void one_step(void)
+{
+    int n;
+
+    for (int i = 0; i < 3; i++) {
+        PROF_ZONE("iter");
+        test_spin_ns(20000);
+        prof_step();
+    }
+    CHECK_EQ(prof_flush(), 0);
+    n = periodic_wait(3);
+    CHECK_MSG(n == 3, "%d periodic summaries, want 3", n);
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "%s", periodic[i]);
+        CHECK_STR_CONTAINS(periodic[i], ": last 1 step in ");
+        CHECK_STR_CONTAINS(periodic[i], ", 1 thread, ");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    pthread_t th;
+    int n;
+
+    CHECK_EQ(prof_enable(1), 0);
+    prof_set_summary_handler(handler, NULL);
+    if (argc > 1 && strcmp(argv[1], "one") == 0) {
+        one_step();
+        return 0;
+    }
+    CHECK_EQ(pthread_create(&th, NULL, loader, NULL), 0);
+    for (int step = 0; step < WINDOWS * EVERY; step++) {
+        PROF_ZONE("iter");                   /* ends with the block, after the step */
+        { PROF_ZONE("forward"); test_spin_ns(100000); }
+        { PROF_ZONE("backward"); test_spin_ns(150000); }
+        prof_step();
+    }
+    stop = 1;
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(prof_flush(), 0);
+    n = periodic_wait(WINDOWS);
+    CHECK_MSG(n == WINDOWS, "%d periodic summaries, want %d", n, WINDOWS);
+    /* By step: two threads that write summaries (the collector, and this
+     * one inside prof_flush) may hand them over out of order. */
+    for (int w = 0; w < n; w++) {
+        const char *text = NULL;
+        for (int i = 0; i < n; i++)
+            if (test_json_u64(periodic[i], "step") == (uint64_t)(w + 1) * EVERY)
+                text = periodic[i];
+        CHECK_MSG(text != NULL, "no summary for step %d", (w + 1) * EVERY);
+        double iter = window_field(text, "iter", "count");
+        double iter_share = window_field(text, "iter", "wall_share");
+        double load_share = window_field(text, "load", "wall_share");
+
+        if (getenv("STEP_WINDOW_VERBOSE")) fprintf(stderr, "%s", text);
+        fprintf(stderr, "window %d (step %llu): iter x%.0f, %.1f%% of its wall; load %.1f%%\n",
+                w + 1, (unsigned long long)test_json_u64(text, "step"), iter, 100 * iter_share,
+                100 * load_share);
+        CHECK_MSG(iter == EVERY, "window %d holds %.0f iterations, want %d", w + 1, iter, EVERY);
+        CHECK_MSG(iter_share <= 1.0, "window %d: iter at %.2f%% of the wall", w + 1,
+                  100 * iter_share);
+        CHECK_MSG(load_share <= 1.0, "window %d: load (one thread) at %.2f%% of the wall",
+                  w + 1, 100 * load_share);
+    }
+    return 0;
+}
