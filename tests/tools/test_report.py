@@ -37,7 +37,8 @@ def test_table_in_tree_order(tool, write, kind):
                                             (2, 'attention'), (1, 'data'), (1, 'optimizer')]
     assert all(r[2] == '30' for r in rows)
     header = p.stdout.splitlines()[1].split()
-    assert header == ['stage', 'count', 'total', 'self', 'avg', 'p50', 'p95', 'p99', 'max']
+    assert header == ['stage', 'count', 'total', 'self', 'avg', 'p50', 'p95', 'p99', 'max',
+                      'wall%']   # the library's own columns
     assert '30 steps' in p.stdout
 
 
