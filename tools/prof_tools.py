@@ -111,7 +111,7 @@ def parse_pct(text):
 # computed here from a trace match the ones a summary reports.
 
 class Hist:
-    SUB_BITS = 6     # values < 64 get a bucket each; each power of two above: 64 buckets
+    SUB_BITS = 6     # add() has it inlined as 64 and 7     # values < 64 get a bucket each; each power of two above: 64 buckets
 
     def __init__(self):
         self.buckets = {}            # lo -> [hi, count]
@@ -134,8 +134,20 @@ class Hist:
         self.count += n
 
     def add(self, v):
-        lo, hi = bucket_lo_hi(v)
-        self.add_bucket(lo, hi, 1)
+        # bucket_lo_hi() inlined: this runs once per zone, twice with self time
+        v = int(v) if v > 0 else 0
+        if v < 64:
+            lo, hi = v, v + 1
+        else:
+            shift = v.bit_length() - 7
+            lo = v >> shift << shift
+            hi = lo + (1 << shift)
+        b = self.buckets.get(lo)
+        if b is None:
+            self.buckets[lo] = [hi, 1]
+        else:
+            b[1] += 1
+        self.count += 1
 
     def items(self):
         """[(lo, hi, count)] ascending."""
