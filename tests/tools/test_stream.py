@@ -1,7 +1,8 @@
 """Traces are read as a stream (issue 21): a tool's memory follows what it
 keeps (20 bytes a zone, the per-stage histograms), not the file's size. The
 bound is relative: the tool's peak RSS over a small trace's, against the
-size of a ~200 MB trace (the whole-file json.loads took about 9x the file)."""
+size of a ~200 MB trace (the whole-file json.loads grew by 1,565 MB for a
+190 MB trace; this reader by about 50 MB)."""
 
 import gzip
 import json
