@@ -111,7 +111,7 @@ def parse_pct(text):
 # computed here from a trace match the ones a summary reports.
 
 class Hist:
-    SUB_BITS = 6     # add() has it inlined as 64 and 7     # values < 64 get a bucket each; each power of two above: 64 buckets
+    SUB_BITS = 6     # add() has it written out: 64 = 1 << 6, 7 = 6 + 1     # values < 64 get a bucket each; each power of two above: 64 buckets
 
     def __init__(self):
         self.buckets = {}            # lo -> [hi, count]
@@ -134,7 +134,9 @@ class Hist:
         self.count += n
 
     def add(self, v):
-        # bucket_lo_hi() inlined: this runs once per zone, twice with self time
+        """Count one value in the runtime's bucket (src/hist.c): values below
+        64 alone, above that 64 buckets per power of two. Written out, not
+        a call: this runs once per zone, twice with self time."""
         v = int(v) if v > 0 else 0
         if v < 64:
             lo, hi = v, v + 1
@@ -180,16 +182,6 @@ class Hist:
         if hi_clamp is not None:
             v = min(v, hi_clamp)
         return v
-
-
-def bucket_lo_hi(v):
-    """The runtime's bucket of a value (src/hist.c): [lo, hi)."""
-    v = max(0, int(v))
-    if v < (1 << Hist.SUB_BITS):
-        return v, v + 1
-    shift = v.bit_length() - 1 - Hist.SUB_BITS
-    lo = (v >> shift) << shift
-    return lo, lo + (1 << shift)
 
 
 def bucket_mid(lo, hi):

@@ -5,7 +5,6 @@ size of a ~200 MB trace (the whole-file json.loads grew by 1,565 MB for a
 190 MB trace; this reader by about 50 MB)."""
 
 import gzip
-import json
 import os
 import subprocess
 import sys
