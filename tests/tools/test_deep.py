@@ -22,7 +22,7 @@ def name(k):
     return f'lvl{k:04d}'
 
 
-def deep_trace(steps=STEPS):
+def deep_trace(steps=STEPS, depth=DEPTH):
     """A chain lvl0000 > lvl0001 > ... > lvl1499, written as prof writes a
     thread's zones: in the order they end (the innermost first)."""
     lines = [json.dumps({'name': 'process_name', 'ph': 'M', 'pid': 7, 'tid': 7,
@@ -30,8 +30,8 @@ def deep_trace(steps=STEPS):
                                                            'realtime_minus_monotonic_ns': 5}}})]
     t = T0
     for _ in range(steps):
-        span = 2 * DEPTH * UNIT
-        for k in reversed(range(DEPTH)):
+        span = 2 * depth * UNIT
+        for k in reversed(range(depth)):
             ts, dur = t + k * UNIT, span - 2 * k * UNIT
             lines.append(f'{{"name":"{name(k)}","ph":"X","pid":7,"tid":7,'
                          f'"ts":{ts // 1000}.{ts % 1000:03d},"dur":{dur // 1000}.{dur % 1000:03d},'
@@ -92,8 +92,7 @@ def test_report_on_a_deep_chain(tool, write, tmp_path, kind):
     tool('report', f, '--flamegraph', svg, check=0)
     assert open(svg).read().count('<g class="frame"') == DEPTH + 1
     if NODE:
-        q = subprocess.run([NODE, '--stack-size=4000', os.path.join(HERE, 'flame_dom.js'),
-                            str(html), name(DEPTH - 1)],
+        q = subprocess.run([NODE, os.path.join(HERE, 'flame_dom.js'), str(html), name(DEPTH - 1)],
                            capture_output=True, text=True, timeout=60)
         assert q.returncode == 0, q.stderr[-2000:]
         out = json.loads(q.stdout)
@@ -124,6 +123,21 @@ def test_merge_on_a_deep_chain(tool, write, tmp_path):
     # the merged file is a deep trace too: read back, the same tree
     p = tool('report', out, check=0)
     assert table_names(p.stdout) == CHAIN
+
+
+@pytest.mark.skipif(not NODE, reason='node not installed')
+def test_flame_graph_page_of_a_chain_8000_deep(tool, write, tmp_path):
+    """The page's own script walks the tree with a stack too (its recursion
+    overflowed node's stack at 8,000 levels)."""
+    f = write('deep.json', deep_trace(steps=1, depth=8000))
+    html = tmp_path / 'f.html'
+    p = tool('report', f, '--flamegraph', html, '--top', '1', check=0)   # the whole table: 64 M spaces
+    assert 'lvl0000' in p.stdout
+    q = subprocess.run([NODE, os.path.join(HERE, 'flame_dom.js'), str(html), name(7999)],
+                       capture_output=True, text=True, timeout=60)
+    assert q.returncode == 0, q.stderr[-2000:]
+    out = json.loads(q.stdout)
+    assert len(out['initial']) == 8001 and len(out['zoomed']) == 8001
 
 
 def test_no_recursion_limit_is_raised():
