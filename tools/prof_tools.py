@@ -281,6 +281,14 @@ def byte_chunks(path, quiet=False):
             if not data:
                 data = f.read(CHUNK)
                 if not data:
+                    # What the output cap (below) left inside zlib, if anything.
+                    try:
+                        out = d.flush()
+                    except zlib.error:
+                        out = b''
+                    if out:
+                        out_n += len(out)
+                        yield out
                     break
             try:
                 out = d.decompress(data, 4 * CHUNK)
@@ -643,14 +651,6 @@ class TraceReader:
             self.meta['pid'] = self.first_pid
         self.meta['wall_ns'] = (self.t1 - self.t0) if self.t0 is not None else 0
         return self
-
-    def stages(self):
-        return trace_stages(self)
-
-
-def trace_meta(path):
-    """The metadata of a trace file (see TraceReader)."""
-    return TraceReader().read(path).meta
 
 
 def stage_name(e):

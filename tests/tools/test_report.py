@@ -111,6 +111,7 @@ def test_flamegraph_widths_are_totals(tool, write, kind):
         x, w, title = fr[path]
         assert w / all_w == pytest.approx(total / all_total, rel=1e-4), path
         assert title.startswith(path[-1] + ':')
+        assert all(f' {w} ' in title for w in ('avg', 'p50', 'p95')), title
         px, pw, _ = fr[path[:-1]]                   # inside its parent
         assert px - 1e-3 <= x and x + w <= px + pw + 1e-3
     # siblings side by side, never overlapping
