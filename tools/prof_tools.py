@@ -588,8 +588,9 @@ class TraceReader:
         self.first_pid = self.first_ts = None
         self.count = 0
         self.names, self.name_id = [], {}
-        self.threads = {}            # (pid, tid) -> [ts array, dur array, name array, in end order]
+        self.threads = {}            # (pid, tid) -> [ts, dur, name id] arrays, in file order
         self.pids = []               # in order of appearance
+        self._seen_pids = set()
         self.meta_events = []        # the 'M' events, kept whole (a few per thread)
 
     def feed(self, e):
@@ -630,7 +631,7 @@ class TraceReader:
                 self.names.append(n)
             th = self.threads.get((pid, e.get('tid')))
             if th is None:
-                th = self.threads[(pid, e.get('tid'))] = [array('q'), array('q'), array('l')]
+                th = self.threads[(pid, e.get('tid'))] = [array('q'), array('q'), array('i')]
             th[0].append(ts)
             th[1].append(dur)
             th[2].append(k)
@@ -641,10 +642,7 @@ class TraceReader:
         elif ph == 'i' and e.get('cat') == 'prof' and 'limit' in str(name):
             meta['truncated'] = True
 
-    _seen_pids = None
-
     def read(self, path, notes=None):
-        self._seen_pids = set()
         for e in iter_events(path, notes):
             self.feed(e)
         if self.meta['pid'] is None and self.count:
