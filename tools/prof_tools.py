@@ -594,9 +594,7 @@ class TraceReader:
         self.meta_events = []        # the 'M' events, kept whole (a few per thread)
 
     def feed(self, e):
-        meta = self.meta
-        ph, name, args = e.get('ph'), e.get('name'), e.get('args')
-        args = args if isinstance(args, dict) else {}
+        """One checked event (check_event)."""
         if not self.count:
             self.first_pid = e.get('pid')
         self.count += 1
@@ -604,6 +602,30 @@ class TraceReader:
         if pid not in self._seen_pids:
             self._seen_pids.add(pid)
             self.pids.append(pid)
+        ph = e['ph']
+        if ph == 'X':                # most events: kept short
+            ts, dur = int(round(e['ts'] * 1000)), int(round(e['dur'] * 1000))
+            if self.t0 is None or ts < self.t0:
+                self.t0 = ts
+            if self.t1 is None or ts + dur > self.t1:
+                self.t1 = ts + dur
+            n = e['name']
+            if type(n) is not str or e.get('cat') == 'gpu':
+                n = stage_name(e)
+            k = self.name_id.get(n)
+            if k is None:
+                k = self.name_id[n] = len(self.names)
+                self.names.append(n)
+            key = (pid, e.get('tid'))
+            th = self.threads.get(key)
+            if th is None:
+                th = self.threads[key] = [array('q'), array('q'), array('i')]
+            th[0].append(ts)
+            th[1].append(dur)
+            th[2].append(k)
+            return
+        meta, name, args = self.meta, e.get('name'), e.get('args')
+        args = args if isinstance(args, dict) else {}
         if ph != 'M' and is_num(e.get('ts')):
             ts = to_ns(e['ts'])
             self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
@@ -620,27 +642,18 @@ class TraceReader:
             # ts counts from this CLOCK_MONOTONIC time (0 in older files).
             origin = p.get('ts_origin_ns')
             meta['origin_ns'] = origin if isinstance(origin, int) and not isinstance(origin, bool) else 0
-        elif ph == 'X':
-            ts, dur = to_ns(e['ts']), to_ns(e['dur'])
-            self.t0 = ts if self.t0 is None else min(self.t0, ts)
-            self.t1 = max(self.t1 or 0, ts + dur)
-            n = stage_name(e)
-            k = self.name_id.get(n)
-            if k is None:
-                k = self.name_id[n] = len(self.names)
-                self.names.append(n)
-            th = self.threads.get((pid, e.get('tid')))
-            if th is None:
-                th = self.threads[(pid, e.get('tid'))] = [array('q'), array('q'), array('i')]
-            th[0].append(ts)
-            th[1].append(dur)
-            th[2].append(k)
         elif ph == 'i' and e.get('cat') == 'step':
             meta['steps'] = (meta['steps'] or 0) + 1
         elif ph == 'C' and name == 'prof.dropped' and is_num(args.get('value')):
             meta['dropped'] = max(meta['dropped'], int(args['value']))
         elif ph == 'i' and e.get('cat') == 'prof' and 'limit' in str(name):
             meta['truncated'] = True
+
+    @property
+    def start_ns(self):
+        """The earliest ts of any event but metadata, or None."""
+        starts = [t for t in (self.t0, self.first_ts) if t is not None]
+        return min(starts) if starts else None
 
     def read(self, path, notes=None):
         for e in iter_events(path, notes):
