@@ -9,6 +9,8 @@ percentiles, plus the call-path tree (for flame graphs and folded stacks).
 Standard library only.
 """
 
+import codecs
+import contextlib
 import json
 import math
 import os
@@ -16,6 +18,7 @@ import re
 import sys
 import tempfile
 import zlib
+from array import array
 
 FORMAT = 1           # the docs/FORMATS.md "format" this code reads
 SLACK_NS = 1         # nesting tolerance: ts/dur are rounded to whole ns
@@ -108,7 +111,7 @@ def parse_pct(text):
 # computed here from a trace match the ones a summary reports.
 
 class Hist:
-    SUB_BITS = 6     # values < 64 get a bucket each; each power of two above: 64 buckets
+    SUB_BITS = 6     # add() has it written out: 64 = 1 << 6, 7 = 6 + 1     # values < 64 get a bucket each; each power of two above: 64 buckets
 
     def __init__(self):
         self.buckets = {}            # lo -> [hi, count]
@@ -131,14 +134,22 @@ class Hist:
         self.count += n
 
     def add(self, v):
-        v = max(0, int(v))
-        if v < (1 << self.SUB_BITS):
+        """Count one value in the runtime's bucket (src/hist.c): values below
+        64 alone, above that 64 buckets per power of two. Written out, not
+        a call: this runs once per zone, twice with self time."""
+        v = int(v) if v > 0 else 0
+        if v < 64:
             lo, hi = v, v + 1
         else:
-            shift = v.bit_length() - 1 - self.SUB_BITS
-            lo = (v >> shift) << shift
+            shift = v.bit_length() - 7
+            lo = v >> shift << shift
             hi = lo + (1 << shift)
-        self.add_bucket(lo, hi, 1)
+        b = self.buckets.get(lo)
+        if b is None:
+            self.buckets[lo] = [hi, 1]
+        else:
+            b[1] += 1
+        self.count += 1
 
     def items(self):
         """[(lo, hi, count)] ascending."""
@@ -146,24 +157,37 @@ class Hist:
 
     def weighted(self):
         """[(bucket midpoint, count)]: the distribution as weighted values."""
-        return [((lo + hi) / 2, n) for lo, hi, n in self.items()]
+        return [(bucket_mid(lo, hi), n) for lo, hi, n in self.items()]
 
     def quantile(self, q, lo_clamp=None, hi_clamp=None):
-        """Nearest rank, bucket midpoint, clamped to [min, max]: as the runtime."""
+        """Nearest rank, bucket midpoint, clamped to [min, max]: as the
+        runtime's prof_hist_quantiles (src/hist.c), to the last bit."""
         if not self.count:
             return None
-        rank = max(1, math.ceil(q * self.count))
+        if lo_clamp is not None and lo_clamp == hi_clamp:
+            return lo_clamp
+        q = min(1.0, max(0.0, q))
+        rank = max(1, int(q * self.count + 0.999999999))
         seen = 0
+        v = hi_clamp
         for lo, hi, n in self.items():
             seen += n
             if seen >= rank:
-                v = (lo + hi) / 2
+                v = bucket_mid(lo, hi)
                 break
+        if v is None:                # rank past every bucket: a foreign histogram
+            v = float(self.items()[-1][1])
         if lo_clamp is not None:
             v = max(v, lo_clamp)
         if hi_clamp is not None:
             v = min(v, hi_clamp)
         return v
+
+
+def bucket_mid(lo, hi):
+    """A bucket's value in percentiles: lo + (width - 1) / 2, as the runtime
+    (a bucket of width 1 is its value, not value + 0.5)."""
+    return lo + (hi - lo - 1) / 2
 
 
 def is_num(x):
@@ -186,6 +210,7 @@ class Stage:
         self.hist = None             # Hist, or None when the input has none
         self.self_hist = None        # Hist of each call's own time (traces only)
         self.p50 = self.p95 = self.p99 = None
+        self.wall_share = None        # outer time / wall, as the runtime's wall%
 
     @property
     def avg(self):
@@ -200,7 +225,7 @@ class Stage:
 class Run:
     """One input file, whichever its kind."""
 
-    def __init__(self, path, source, meta, stages, paths, events=None):
+    def __init__(self, path, source, meta, stages, paths):
         self.path = path
         self.source = source         # 'summary' or 'trace'
         self.meta = meta             # program, pid, host, rank, wall_ns, steps, dropped, ...
@@ -209,7 +234,6 @@ class Run:
         # {(root, ..., name): [total_ns, self_ns, count, Hist of the path's
         # durations (trace) or its Stage (summary)]}
         self.paths = paths
-        self.events = events         # trace events (traces only)
         self.gz = path.endswith('.gz')
 
     def label(self):
@@ -221,61 +245,116 @@ class Run:
 
 
 # ---------------------------------------------------------------------------
-# Loading
+# Loading. Traces are read as a stream of events (one at a time, through a
+# buffer of about a megabyte), so that a trace of many gigabytes needs a
+# fraction of its size in memory: what stays is 20 bytes per zone (its
+# start, duration and name), not the event. Summaries (one JSON object per
+# line, small) are read whole.
 
 GZIP_MAGIC = b'\x1f\x8b'
+CHUNK = 1 << 20
+MAX_EVENT = 64 << 20         # an unfinished event longer than this is not one
 
 
-def gunzip(path, data):
-    """Every gzip member in data, decompressed. A stream that stops early
+def _open(path):
+    try:
+        return open(path, 'rb')
+    except OSError as e:
+        raise InputError(f'{path}: cannot read: {e.strerror}') from None
+
+
+def byte_chunks(path, quiet=False):
+    """The file's bytes in chunks, gunzipped on the fly when it starts with
+    the gzip magic: every gzip member in turn. A stream that stops early
     (PROF_TRACE=run.json.gz of a killed process) gives what it holds, with a
     warning; the trace reader then repairs the missing ']' as for a plain file."""
-    out = []
-    while data[:2] == GZIP_MAGIC:
+    with _open(path) as f:
+        data = f.read(CHUNK)
+        if data[:2] != GZIP_MAGIC:
+            while data:
+                yield data
+                data = f.read(CHUNK)
+            return
+        out_n = 0
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out.append(d.decompress(data))
-            if not d.eof:
-                out.append(d.flush())
-        except zlib.error as e:
-            if not out:
-                raise InputError(f'{path}: corrupt gzip data: {e}') from None
-            warn(f'{path}: corrupt gzip data after {sum(map(len, out))} bytes ({e}); '
-                 f'reading what comes before')
-            break
-        if not d.eof:
+        while True:
+            if not data:
+                data = f.read(CHUNK)
+                if not data:
+                    # What the output cap (below) left inside zlib, if anything.
+                    try:
+                        out = d.flush()
+                    except zlib.error:
+                        out = b''
+                    if out:
+                        out_n += len(out)
+                        yield out
+                    break
+            try:
+                out = d.decompress(data, 4 * CHUNK)
+            except zlib.error as e:
+                if not out_n:
+                    raise InputError(f'{path}: corrupt gzip data: {e}') from None
+                if not quiet:
+                    warn(f'{path}: corrupt gzip data after {out_n} bytes ({e}); '
+                         f'reading what comes before')
+                return
+            data = d.unconsumed_tail
+            if out:
+                out_n += len(out)
+                yield out
+            if d.eof:
+                data = d.unused_data or f.read(CHUNK)
+                if data[:2] != GZIP_MAGIC:
+                    return               # the last member (or trailing bytes)
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        if not d.eof and not quiet:
             warn(f'{path}: the gzip stream ends early (process killed?); '
-                 f'reading the {sum(map(len, out))} bytes it holds')
-            break
-        data = d.unused_data
-    return b''.join(out)
+                 f'reading the {out_n} bytes it holds')
+
+
+def text_chunks(path, quiet=False):
+    """byte_chunks() as text. Invalid bytes survive as lone surrogates, so
+    that outputs can show them as \\xNN (terminal) or U+FFFD (JSON, HTML)
+    rather than lose them."""
+    dec = codecs.getincrementaldecoder('utf-8')(errors='surrogateescape')
+    for b in byte_chunks(path, quiet):
+        t = dec.decode(b)
+        if t:
+            yield t
+    t = dec.decode(b'', final=True)
+    if t:
+        yield t
 
 
 def read_text(path):
-    try:
-        with open(path, 'rb') as f:
-            data = f.read()
-    except OSError as e:
-        raise InputError(f'{path}: cannot read: {e.strerror}') from None
-    if data[:2] == GZIP_MAGIC:
-        data = gunzip(path, data)
-    if not data.strip():
+    text = ''.join(text_chunks(path))
+    if not text.strip():
         raise InputError(f'{path}: empty file')
-    # Invalid bytes survive as lone surrogates, so that outputs can show them
-    # as \xNN (terminal) or U+FFFD (JSON, HTML) rather than lose them.
-    return data.decode('utf-8', errors='surrogateescape')
+    return text
 
 
 def json_error(path, e, what='invalid JSON'):
     return InputError(f'{path}: {what}: {e.msg} at line {e.lineno} column {e.colno}')
 
 
+def first_char(path):
+    """The first non-blank character of the file (after gunzip), or ''."""
+    for t in text_chunks(path):
+        t = t.lstrip()
+        if t:
+            return t[0]
+    return ''
+
+
 def load(path):
     """A JSON summary or a Chrome trace, told apart by content -> Run."""
-    text = read_text(path)
-    head = text.lstrip()[:1]
+    head = first_char(path)
+    if head == '':
+        raise InputError(f'{path}: empty file')
     if head == '[':
-        return run_from_trace(path, parse_trace_text(path, text)[0])
+        return run_from_trace(path)
+    text = read_text(path)
     if head != '{':
         if '\n{' in text:          # summaries among other lines (a captured log)
             return run_from_summary(path, last_summary_line(path, text))
@@ -288,7 +367,7 @@ def load(path):
             raise json_error(path, e, 'truncated or invalid JSON') from None
         return run_from_summary(path, last_summary_line(path, text))
     if isinstance(obj, dict) and isinstance(obj.get('traceEvents'), list):
-        return run_from_trace(path, check_events(path, obj['traceEvents']))   # object form
+        return run_from_trace(path)   # object form
     if isinstance(obj, dict) and obj.get('prof') == 'summary':
         return run_from_summary(path, obj)
     raise not_prof(path, obj)
@@ -319,45 +398,116 @@ def last_summary_line(path, text):
     raise not_prof(path, first_obj)
 
 
-def parse_trace_text(path, text):
-    """-> (events, notes). Tolerates what a killed process leaves: no closing
-    ']' and possibly a half-written last event (dropped, with a warning)."""
-    notes = []
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        body = text.rstrip().rstrip(',')
+_DECODER = json.JSONDecoder()
+_BLANK = ' \t\n\r'
+
+
+def iter_events(path, notes=None, quiet=False):
+    """The events of a Chrome trace, one at a time, checked (check_event).
+
+    Reads the array prof writes ('[', then one event per line each after a
+    ','), plain or gzip, through a sliding buffer. Tolerates what a killed
+    process leaves: no closing ']' ('unterminated' is added to notes) and a
+    half-written last event (dropped with a warning, 'partial-last-event').
+    The object form {"traceEvents": [...]} of other tools is read whole."""
+    notes = [] if notes is None else notes
+    chunks = text_chunks(path, quiet)
+    buf, pos, eof = '', 0, False
+
+    def fill():
+        nonlocal buf, pos, eof
+        if eof:
+            return False
+        t = next(chunks, None)
+        if t is None:
+            eof = True
+            return False
+        if pos > CHUNK:          # drop what was read: the buffer slides
+            buf, pos = buf[pos:], 0
+        buf += t
+        return True
+
+    def skip_blank():
+        nonlocal pos
+        while True:
+            while pos < len(buf) and buf[pos] in _BLANK:
+                pos += 1
+            if pos < len(buf) or not fill():
+                return
+
+    skip_blank()
+    if pos >= len(buf):
+        raise InputError(f'{path}: empty file')
+    if buf[pos] == '{':
+        text = buf[pos:] + ''.join(chunks)
         try:
-            data = json.loads(body + '\n]')
-            notes.append('unterminated')
-        except json.JSONDecodeError:
-            # Drop the last (partial) line and try again.
-            cut = body.rsplit('\n', 1)[0].rstrip().rstrip(',') if '\n' in body else '['
-            try:
-                data = json.loads(cut + '\n]')
-                notes += ['unterminated', 'partial-last-event']
-            except json.JSONDecodeError:
-                raise json_error(path, e) from None
-        if 'partial-last-event' in notes:
-            if not data:
-                raise InputError(f'{path}: truncated trace: not one complete event')
-            warn(f'{path}: trace ends in a half-written event (process killed?); ignoring it')
-    if isinstance(data, dict) and isinstance(data.get('traceEvents'), list):
-        data = data['traceEvents']
-    return check_events(path, data), notes
-
-
-def check_events(path, data):
-    """Enough checking that the tools' arithmetic cannot fail on a foreign file."""
-    if not isinstance(data, list):
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise json_error(path, e) from None
+        if not (isinstance(obj, dict) and isinstance(obj.get('traceEvents'), list)):
+            raise InputError(f'{path}: not a Chrome trace (a JSON array of events)')
+        for i, e in enumerate(obj['traceEvents']):
+            yield check_event(path, i, e)
+        return
+    if buf[pos] != '[':
         raise InputError(f'{path}: not a Chrome trace (a JSON array of events)')
-    for i, e in enumerate(data):
-        if not (isinstance(e, dict) and isinstance(e.get('ph'), str) and 'name' in e):
-            raise InputError(f'{path}: not a Chrome trace: event {i} is not an object '
-                             f'with "name" and "ph"')
-        if e['ph'] == 'X' and not (is_num(e.get('ts')) and is_num(e.get('dur')) and e['dur'] >= 0):
-            raise InputError(f'{path}: event {i} ({e["name"]!r}): X event without numeric ts/dur')
-    return data
+    pos += 1
+    i = 0
+    while True:
+        skip_blank()
+        if pos >= len(buf):
+            notes.append('unterminated')
+            return
+        c = buf[pos]
+        if c == ']':
+            pos += 1
+            skip_blank()
+            if pos < len(buf):
+                raise InputError(f'{path}: invalid JSON: extra data after the closing "]" '
+                                 f'(after event {i})')
+            return
+        if i:
+            if c != ',':
+                raise InputError(f'{path}: invalid JSON: expected "," or "]" after event {i - 1}')
+            pos += 1
+            skip_blank()
+            if pos >= len(buf):
+                notes.append('unterminated')
+                return
+        while True:
+            try:
+                e, end = _DECODER.raw_decode(buf, pos)
+                # A number cut at the buffer's end parses as a shorter one.
+                if end < len(buf) or eof:
+                    break
+                if not fill():
+                    break
+            except json.JSONDecodeError as err:
+                if len(buf) - pos < MAX_EVENT and fill():
+                    continue
+                rest = buf[pos:]
+                if eof and '\n,' not in rest and '\n]' not in rest:
+                    if not i:
+                        raise InputError(f'{path}: truncated trace: not one complete event') from None
+                    if not quiet:
+                        warn(f'{path}: trace ends in a half-written event (process killed?); '
+                             f'ignoring it')
+                    notes += ['unterminated', 'partial-last-event']
+                    return
+                raise InputError(f'{path}: invalid JSON in event {i}: {err.msg}') from None
+        pos = end
+        yield check_event(path, i, e)
+        i += 1
+
+
+def check_event(path, i, e):
+    """Enough checking that the tools' arithmetic cannot fail on a foreign file."""
+    if not (isinstance(e, dict) and isinstance(e.get('ph'), str) and 'name' in e):
+        raise InputError(f'{path}: not a Chrome trace: event {i} is not an object '
+                         f'with "name" and "ph"')
+    if e['ph'] == 'X' and not (is_num(e.get('ts')) and is_num(e.get('dur')) and e['dur'] >= 0):
+        raise InputError(f'{path}: event {i} ({e["name"]!r}): X event without numeric ts/dur')
+    return e
 
 
 def to_ns(us):
@@ -400,6 +550,7 @@ def run_from_summary(path, obj):
         s.parent = d.get('parent') if isinstance(d.get('parent'), str) else None
         s.depth = d['depth'] if isinstance(d.get('depth'), int) and d['depth'] >= 0 else 0
         s.gpu = bool(d.get('gpu', s.gpu))
+        s.wall_share = d['wall_share'] if is_num(d.get('wall_share')) else None
         if isinstance(d.get('hist'), list) and d['hist']:
             s.hist = Hist.from_list(d['hist'], where)
         s.fill_percentiles()
@@ -424,19 +575,65 @@ def run_from_summary(path, obj):
 # ---------------------------------------------------------------------------
 # Trace -> Run
 
-def trace_meta(events):
-    """Program, pid, rank, host and clock reference from the first
-    process_name event (FORMATS.md), plus wall span, steps, drops."""
-    meta = {'program': None, 'pid': None, 'rank': None, 'host': None, 'rmm_ns': None,
-            'origin_ns': 0,
-            'steps': None, 'dropped': 0, 'truncated': False}
-    t0 = t1 = None
-    for e in events:
-        ph, name, args = e.get('ph'), e.get('name'), e.get('args')
+class TraceReader:
+    """Reads a trace's events one at a time (feed) and keeps what the tools
+    need: the metadata (program, pid, rank, host, clock reference from the
+    first process_name event, FORMATS.md; wall span, steps, drops) and each
+    thread's zones as three arrays, 20 bytes a zone."""
+
+    def __init__(self):
+        self.meta = {'program': None, 'pid': None, 'rank': None, 'host': None, 'rmm_ns': None,
+                     'origin_ns': 0, 'steps': None, 'dropped': 0, 'truncated': False}
+        self.t0 = self.t1 = None
+        self.first_pid = self.first_ts = None
+        self.count = 0
+        self.names, self.name_id = [], {}
+        self.threads = {}            # (pid, tid) -> [ts, dur, name id] arrays, in file order
+        self.pids = []               # in order of appearance
+        self._seen_pids = set()
+        self.meta_events = []        # the 'M' events, kept whole (a few per thread)
+
+    def feed(self, e):
+        """One checked event (check_event)."""
+        if not self.count:
+            self.first_pid = e.get('pid')
+        self.count += 1
+        pid = e.get('pid')
+        if pid not in self._seen_pids:
+            self._seen_pids.add(pid)
+            self.pids.append(pid)
+        ph = e['ph']
+        if ph == 'X':                # most events: kept short
+            ts, dur = int(round(e['ts'] * 1000)), int(round(e['dur'] * 1000))
+            if self.t0 is None or ts < self.t0:
+                self.t0 = ts
+            if self.t1 is None or ts + dur > self.t1:
+                self.t1 = ts + dur
+            n = e['name']
+            if type(n) is not str or e.get('cat') == 'gpu':
+                n = stage_name(e)
+            k = self.name_id.get(n)
+            if k is None:
+                k = self.name_id[n] = len(self.names)
+                self.names.append(n)
+            key = (pid, e.get('tid'))
+            th = self.threads.get(key)
+            if th is None:
+                th = self.threads[key] = [array('q'), array('q'), array('i')]
+            th[0].append(ts)
+            th[1].append(dur)
+            th[2].append(k)
+            return
+        meta, name, args = self.meta, e.get('name'), e.get('args')
         args = args if isinstance(args, dict) else {}
+        if ph != 'M' and is_num(e.get('ts')):
+            ts = to_ns(e['ts'])
+            self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
+        if ph == 'M':
+            self.meta_events.append(e)
         if ph == 'M' and name == 'process_name' and meta['program'] is None:
             meta['program'] = args.get('name') if isinstance(args.get('name'), str) else None
-            meta['pid'] = e.get('pid')
+            meta['pid'] = pid
             p = args.get('prof') if isinstance(args.get('prof'), dict) else {}
             meta['rank'] = p.get('rank')
             meta['host'] = p.get('host')
@@ -445,20 +642,26 @@ def trace_meta(events):
             # ts counts from this CLOCK_MONOTONIC time (0 in older files).
             origin = p.get('ts_origin_ns')
             meta['origin_ns'] = origin if isinstance(origin, int) and not isinstance(origin, bool) else 0
-        elif ph == 'X':
-            ts = to_ns(e['ts'])
-            t0 = ts if t0 is None else min(t0, ts)
-            t1 = max(t1 or 0, ts + to_ns(e['dur']))
         elif ph == 'i' and e.get('cat') == 'step':
             meta['steps'] = (meta['steps'] or 0) + 1
         elif ph == 'C' and name == 'prof.dropped' and is_num(args.get('value')):
             meta['dropped'] = max(meta['dropped'], int(args['value']))
         elif ph == 'i' and e.get('cat') == 'prof' and 'limit' in str(name):
             meta['truncated'] = True
-    if meta['pid'] is None and events:
-        meta['pid'] = events[0].get('pid')
-    meta['wall_ns'] = (t1 - t0) if t0 is not None else 0
-    return meta
+
+    @property
+    def start_ns(self):
+        """The earliest ts of any event but metadata, or None."""
+        starts = [t for t in (self.t0, self.first_ts) if t is not None]
+        return min(starts) if starts else None
+
+    def read(self, path, notes=None):
+        for e in iter_events(path, notes):
+            self.feed(e)
+        if self.meta['pid'] is None and self.count:
+            self.meta['pid'] = self.first_pid
+        self.meta['wall_ns'] = (self.t1 - self.t0) if self.t0 is not None else 0
+        return self
 
 
 def stage_name(e):
@@ -469,58 +672,82 @@ def stage_name(e):
     return name
 
 
-def trace_stages(events):
-    """Per-stage stats from X events -> (stages in tree order, paths).
+def _thread_order(ts, dur):
+    """The zones' indices, last-ending first. prof writes a thread's zones in
+    the order they end, so this is the file's order backwards; other
+    writers' files are sorted (ends descending, then the longer first)."""
+    n = len(ts)
+    prev = None
+    for k in range(n):
+        end = ts[k] + dur[k]
+        if prev is not None and end < prev:
+            return sorted(range(n), key=lambda j: (-(ts[j] + dur[j]), -dur[j]))
+        prev = end
+    return range(n - 1, -1, -1)
 
-    Zones nest per (pid, tid): sorted by start (longest first), each zone
-    lies inside the innermost open zone that has not ended. A zone's self
-    time is its duration minus its children's; total is the sum of
-    durations (recursion counted at every level, as the runtime does)."""
-    threads = {}
-    for e in events:
-        if e.get('ph') == 'X':
-            ts, dur = to_ns(e['ts']), to_ns(e['dur'])
-            threads.setdefault((e.get('pid'), e.get('tid')), []).append((ts, -dur, stage_name(e)))
+
+def trace_stages(reader):
+    """Per-stage stats from a TraceReader's zones -> (stages in tree order, paths).
+
+    Zones nest per (pid, tid). Walked from the last-ending zone back, a
+    zone comes before the zones inside it (the reverse of the order prof
+    writes them: a child ends before its parent), so each zone lies inside
+    the innermost open zone that contains it, with one stack and no
+    recursion, whatever the depth. A zone's self time is its duration minus
+    its children's; total is the sum of durations (recursion counted at
+    every level, as the runtime does)."""
+    names = reader.names
     acc, paths, under = {}, {}, {}
+    for n in names:
+        s = acc[n] = Stage(n)
+        s.hist, s.self_hist = Hist(), Hist()
 
-    def close(fr):                   # fr = [end, path, dur, child_ns]
-        self_ns = max(0, fr[2] - fr[3])
-        s = acc[fr[1][-1]]
+    def close(fr):                   # fr = [ts, end, path, dur, child_ns]
+        self_ns = max(0, fr[3] - fr[4])
+        s = acc[fr[2][-1]]
         s.self_ns += self_ns
         s.self_hist.add(self_ns)
-        paths[fr[1]][1] += self_ns
+        paths[fr[2]][1] += self_ns
 
-    for zones in threads.values():
-        zones.sort()
+    for ts_a, dur_a, name_a in reader.threads.values():
         stack = []
-        for ts, ndur, name in zones:
-            dur, end = -ndur, ts - ndur
-            while stack and (stack[-1][0] <= ts + SLACK_NS or end > stack[-1][0] + SLACK_NS):
-                close(stack.pop())   # ended before us, or overlaps us without nesting (not prof's)
+        for k in _thread_order(ts_a, dur_a):
+            ts, dur, name = ts_a[k], dur_a[k], names[name_a[k]]
+            end = ts + dur
+            # The top contains this zone when it starts no later, and this
+            # zone starts before the top ends and ends by its end (1 ns slack:
+            # ts/dur are rounded to whole ns).
+            while stack and not (stack[-1][0] <= ts and ts + SLACK_NS < stack[-1][1]
+                                 and end <= stack[-1][1] + SLACK_NS):
+                close(stack.pop())
             parent = stack[-1] if stack else None
             if parent:
-                parent[3] += dur
-            path = (parent[1] if parent else ()) + (name,)
-            s = acc.get(name)
-            if s is None:
-                s = acc[name] = Stage(name)
-                s.hist, s.self_hist = Hist(), Hist()
+                parent[4] += dur
+            path = (parent[2] if parent else ()) + (name,)
+            s = acc[name]
             s.count += 1
             s.total += dur
             s.min = dur if s.min is None else min(s.min, dur)
             s.max = dur if s.max is None else max(s.max, dur)
             s.hist.add(dur)
-            p = paths.setdefault(path, [0, 0, 0, None])
+            p = paths.get(path)
+            if p is None:
+                p = paths[path] = [0, 0, 0, Hist()]
             p[0] += dur; p[2] += 1
-            if p[3] is None:
-                p[3] = Hist()
             p[3].add(dur)
             w = under.setdefault(name, {})
-            pname = parent[1][-1] if parent else None
+            pname = parent[2][-1] if parent else None
             w[pname] = w.get(pname, 0) + dur
-            stack.append([end, path, dur, 0])
+            stack.append([ts, end, path, dur, 0])
         while stack:
             close(stack.pop())
+    # wall%: time in a stage's zones that are not inside a zone of the same
+    # stage (the runtime's "outer" time) over the trace's wall span.
+    outer = {}
+    for path, v in paths.items():
+        if path[-1] not in path[:-1]:
+            outer[path[-1]] = outer.get(path[-1], 0) + v[0]
+    wall = reader.meta.get('wall_ns') or 0
     # The parent of a stage is where most of its time runs; a GPU stage goes
     # under its CPU stage of the same name, as in the summary.
     parent_of = {}
@@ -532,13 +759,16 @@ def trace_stages(events):
     for name, depth in tree_order(list(acc), parent_of, key=lambda n: (-acc[n].total, n)):
         s = acc[name]
         s.parent, s.depth = (parent_of[name] if depth else None), depth
+        s.wall_share = outer.get(name, 0) / wall if wall else None
         s.fill_percentiles()
         stages.append(s)
     return stages, paths
 
 
 def tree_order(names, parent_of, key):
-    """[(name, depth)]: each stage followed by the stages under it."""
+    """[(name, depth)]: each stage followed by the stages under it, siblings
+    sorted by key. Iterative (an explicit stack): a chain of stages as deep
+    as the runtime records (tens of thousands) needs no recursion limit."""
     known = set(names)
     children = {}
     roots = []
@@ -546,37 +776,24 @@ def tree_order(names, parent_of, key):
         p = parent_of.get(n)
         (children.setdefault(p, []) if p in known and p != n else roots).append(n)
     out, seen = [], set()
-
-    def visit(n, depth):
-        if n in seen:
-            return
-        seen.add(n)
-        out.append((n, depth))
-        for c in sorted(children.get(n, ()), key=key):
-            visit(c, depth + 1)
-
-    for n in sorted(roots, key=key) + sorted(names, key=key):   # then cycles (a in b in a)
-        visit(n, 0)
+    # then what a cycle (a in b in a) left unreached, as roots
+    for top in sorted(roots, key=key) + sorted(names, key=key):
+        stack = [(top, 0)]
+        while stack:
+            n, depth = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            out.append((n, depth))
+            kids = sorted(children.get(n, ()), key=key)
+            stack.extend((c, depth + 1) for c in reversed(kids))
     return out
 
 
-def run_from_trace(path, events):
-    stages, paths = trace_stages(events)
-    return Run(path, 'trace', trace_meta(events), stages, paths, events)
-
-
-def load_trace(path):
-    """For prof-merge: a trace only -> (events, notes)."""
-    text = read_text(path)
-    if text.lstrip()[:1] != '[':
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
-            obj = None
-        if not (isinstance(obj, dict) and isinstance(obj.get('traceEvents'), list)):
-            raise InputError(f'{path}: not a Chrome trace (a JSON array of events); '
-                             f'prof-merge merges traces, not summaries')
-    return parse_trace_text(path, text)
+def run_from_trace(path):
+    r = TraceReader().read(path)
+    stages, paths = trace_stages(r)
+    return Run(path, 'trace', r.meta, stages, paths)
 
 
 # ---------------------------------------------------------------------------
@@ -591,6 +808,22 @@ def fmt_ns(ns):
         if a >= scale:
             return f'{ns / scale:.4g}{unit}'
     return f'{ns:.0f}ns'
+
+
+def fmt_dur(ns):
+    """A duration as the library's own table writes it (src/summary.c,
+    prof_summary_fmt_dur): '812 ns', '12.34 us', '4.57 ms', '1.234 s'. The
+    same decimal rounding (half to even on the double's exact value)."""
+    if ns is None:
+        return '-'
+    ns = float(ns)
+    for below, scale, decimals, unit in ((1e3, 1, 0, ' ns'), (1e6, 1e3, 2, ' us'),
+                                         (1e9, 1e6, 2, ' ms')):
+        if ns < below:
+            break
+    else:
+        scale, decimals, unit = 1e9, 3, ' s'
+    return f'{ns / scale:.{decimals}f}' + unit
 
 
 def fmt_pct(x, signed=True):
@@ -667,18 +900,30 @@ def write_output(path, text, what='output'):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    data = json_safe(text).encode('utf-8')
-    if path.endswith('.gz'):
-        import gzip
-        data = gzip.compress(data, compresslevel=6, mtime=0)
+    with output_file(path, what) as w:
+        w(text)
+
+
+@contextlib.contextmanager
+def output_file(path, what='output'):
+    """-> write(text): a file written piece by piece (a merged trace of many
+    gigabytes is never one string), gzip when the name ends in '.gz', in a
+    temporary file renamed over path once whole; removed on failure."""
     d = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', suffix='.tmp', dir=d)
     except OSError as e:
         raise InputError(f'{path}: cannot write {what}: {e.strerror}') from None
     try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(data)
+        with os.fdopen(fd, 'wb') as raw:
+            if path.endswith('.gz'):
+                import gzip
+                f = gzip.GzipFile(filename='', mode='wb', fileobj=raw, compresslevel=6, mtime=0)
+            else:
+                f = raw
+            yield lambda text: f.write(json_safe(text).encode('utf-8'))
+            if f is not raw:
+                f.close()
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except OSError as e:
@@ -687,6 +932,12 @@ def write_output(path, text, what='output'):
         except OSError:
             pass
         raise InputError(f'{path}: cannot write {what}: {e.strerror}') from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _umask():

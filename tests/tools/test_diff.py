@@ -2,6 +2,7 @@
 changed, the CI gate's exit codes, and bad input."""
 
 import json
+import re
 
 import pytest
 
@@ -201,3 +202,47 @@ def test_summary_without_histograms_judged_on_average(tool, write):
     rows, _ = diff_json(tool, a, b)
     assert changed(rows) == {'data': 'slower'}
     assert 'no histogram' in rows['data']['note']
+
+
+def runs_7x_apart(write, kind, n=3, slow_run=1):
+    """Three runs a side; on the after side one run is 7x slower in every
+    stage (a machine loaded by other work), nothing else differs."""
+    before = [save(write, f'b{i}.json', synth.simulate(300 + i), kind) for i in range(n)]
+    after = [save(write, f'a{i}.json',
+                  synth.simulate(400 + i, slow={s: 7.0 for s in STAGES} if i == slow_run else None),
+                  kind) for i in range(n)]
+    return before, after
+
+
+@pytest.mark.parametrize('kind', ['summary', 'trace'])
+def test_runs_that_vary_too_much_get_a_warning_and_no_verdict(tool, write, kind):
+    """Issue 19: wall times 7x apart on one side gave no verdict and no
+    warning. Now: a warning naming the side, its spread and the runs a
+    verdict would need; no verdict; the gate does not fail on it."""
+    before, after = runs_7x_apart(write, kind)
+    p = tool('diff', *before, '--', *after, '--json', '--fail-if-slower', '5%', check=0)
+    out = json.loads(p.stdout)
+    assert 'the after runs vary too much to compare' in p.stderr
+    assert 'before runs' not in p.stderr
+    m = re.search(r'spreads (\d+)% .*?(\d+\.\d)x apart\) over 3 runs.*?about (\d+) runs', p.stderr)
+    assert m, p.stderr
+    assert int(m.group(1)) > 100 and 6 < float(m.group(2)) < 8
+    # the standard error at that spread: 2 (z cv / 5%)^2 runs, z = 3.29
+    cv = int(m.group(1)) / 100
+    assert abs(int(m.group(3)) - 2 * (3.2905 * cv / 0.05) ** 2) < 0.02 * int(m.group(3)) + 2
+    assert out['comparable'] is False and len(out['warnings']) == 1
+    assert changed({r['name']: r for r in out['stages']}) == {}
+    assert all('no verdict' in r['note'] for r in out['stages'])
+    text = tool('diff', *before, '--', *after, check=0)
+    assert 'vary too much' in text.stderr and 'no verdict: the after runs' in text.stdout
+
+
+def test_a_real_change_with_steady_runs_gives_no_warning(tool, write):
+    before = [save(write, f'b{i}.json', synth.simulate(500 + i), 'summary') for i in range(3)]
+    after = [save(write, f'a{i}.json', synth.simulate(600 + i, slow={'backward': 7.0}), 'summary')
+             for i in range(3)]
+    p = tool('diff', *before, '--', *after, '--json', check=0)
+    assert 'vary too much' not in p.stderr
+    out = json.loads(p.stdout)
+    assert out['comparable'] is True
+    assert changed({r['name']: r for r in out['stages']})['backward'] == 'slower'

@@ -84,12 +84,13 @@ def test_script_draws_zooms_searches_and_hovers(tool, write):
     total = {n: sum(z.dur for z in zones if z.name == n) for n in init if n != 'all'}
     assert init['forward']['width'] == pytest.approx(
         100 * total['forward'] / total['train_step'], rel=1e-3)
-    # hover: count, total, self, avg, p95
+    # hover: count, total, self, avg, p50 (beside avg and p95, issue 19), p95
     tip = out['tip']
     fw = [z for z in zones if z.name == 'forward']
     assert tip.startswith('forward\n') and f'count {len(fw)}' in tip
-    for word in ('total', 'self', 'avg', 'p95'):
+    for word in ('total', 'self', 'avg', 'p50', 'p95'):
         assert re.search(word + r'\s+[0-9.]+ (ns|us|ms|s)', tip), tip
+    assert tip.index('avg') < tip.index('p50') < tip.index('p95')
     # click on forward: it fills the width, its child attention too
     # (forward's only child), siblings are gone, ancestors stay as context
     z = {f['name']: f for f in out['zoomed']}

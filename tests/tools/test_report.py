@@ -37,7 +37,8 @@ def test_table_in_tree_order(tool, write, kind):
                                             (2, 'attention'), (1, 'data'), (1, 'optimizer')]
     assert all(r[2] == '30' for r in rows)
     header = p.stdout.splitlines()[1].split()
-    assert header == ['stage', 'count', 'total', 'self', 'avg', 'p50', 'p95', 'p99', 'max']
+    assert header == ['stage', 'count', 'total', 'self', 'avg', 'p50', 'p95', 'p99', 'max',
+                      'wall%']   # the library's own columns
     assert '30 steps' in p.stdout
 
 
@@ -110,6 +111,7 @@ def test_flamegraph_widths_are_totals(tool, write, kind):
         x, w, title = fr[path]
         assert w / all_w == pytest.approx(total / all_total, rel=1e-4), path
         assert title.startswith(path[-1] + ':')
+        assert all(f' {w} ' in title for w in ('avg', 'p50', 'p95')), title
         px, pw, _ = fr[path[:-1]]                   # inside its parent
         assert px - 1e-3 <= x and x + w <= px + pw + 1e-3
     # siblings side by side, never overlapping
