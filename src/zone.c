@@ -217,7 +217,7 @@ PROF_API void prof_zone_end_lane_(prof_zone *z, uint32_t lane)
     if (z->start == 0)
         return;
     if ((uintptr_t)z->thread & 1) {
-        prof_zone_end_hooked_(z);   /* NVTX: the hooks' own close, no lane */
+        prof_zone_end_inline_(z);   /* NVTX: the hooks' own close, no lane */
         return;
     }
     prof_zone_close_kind_(z, 1, kind);
