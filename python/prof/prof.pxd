@@ -19,7 +19,7 @@
 # `cimport prof` finds the package's __init__.pxd on sys.path (or on
 # Cython's -I path, see prof.get_pxd_dir()), which includes this file.
 
-from libc.stdint cimport uint64_t, uint32_t
+from libc.stdint cimport uint64_t, uint32_t, uint16_t
 from libc.stdio cimport FILE
 
 cdef extern from "prof.h" nogil:
@@ -34,9 +34,10 @@ cdef extern from "prof.h" nogil:
     ctypedef struct prof_zone:
         uint64_t start
         const char *name
-        uint64_t parent
-        uint32_t depth
-        uint32_t hooked
+        uint32_t parent
+        uint16_t depth
+        uint16_t gen
+        void *thread
 
     prof_zone prof_zone_begin(const char *name)
     void prof_zone_end(prof_zone *zone)
