@@ -118,7 +118,8 @@ def test_self_time_is_the_tasks_own():
             await asyncio.sleep(0.050)
 
     async def main():
-        await asyncio.gather(b(), a())
+        # a opens first, then b (a sleeps), then a's child runs in b's span.
+        await asyncio.gather(a(), b())
 
     asyncio.run(main())
     s = prof.stats()
