@@ -769,6 +769,27 @@ static inline uint32_t prof_path_mix_(uint32_t h, const char *name)
     return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
+/* The re-entry guard, the one way into a thread's own ring, nesting or
+ * per-thread caches: a signal handler that runs a zone (or a counter, a
+ * mark, a CUDA zone) while its thread is inside one of those finds `busy`
+ * set and is refused and counted instead of corrupting them. enter returns
+ * 0 when the thread is already inside; leave pairs with a successful
+ * enter. The compiler fences keep the guarded stores between the two. */
+static inline int prof_busy_enter_(struct prof_thread_ *t)
+{
+    if (t->busy)
+        return 0;
+    t->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return 1;
+}
+
+static inline void prof_busy_leave_(struct prof_thread_ *t)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->busy = 0;
+}
+
 /* Push one record. That is one compare; every few thousand pushes (and at
  * every push while the ring is full) prof_ring_room_ looks at tail: it
  * wakes the collector past half of the slots in use (once per crossing,
@@ -872,19 +893,17 @@ static inline void prof_zone_close_(prof_zone *z, int raw_ticks)
     uint32_t word = prof_zone_word_(z);
     uint64_t end;
 
-    if (PROF_UNLIKELY_(t != prof_thread_self_ || t->busy ||
-                       __atomic_load_n(&t->depth, __ATOMIC_RELAXED) != word + 1)) {
+    if (PROF_UNLIKELY_(t != prof_thread_self_ ||
+                       __atomic_load_n(&t->depth, __ATOMIC_RELAXED) != word + 1 ||
+                       !prof_busy_enter_(t))) {
         prof_zone_close_slow_(z, raw_ticks);
         return;
     }
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     end = raw_ticks ? prof_ticks_() : prof_ticks_now_();
     __atomic_store_n(&t->depth, word, __ATOMIC_RELAXED);
     __atomic_store_n(&t->path, z->parent, __ATOMIC_RELAXED);
     prof_ring_push_(t, z->start, end, z->name, z->parent, z->depth, PROF_RECORD_ZONE_);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    prof_busy_leave_(t);
     z->start = 0;
 }
 

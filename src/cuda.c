@@ -74,10 +74,8 @@ static int cuda_load(struct prof_thread_ *t)
 {
     int s;
 
-    if (t->busy)
+    if (!prof_busy_enter_(t))
         return CUDA_LOADING;
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pthread_mutex_lock(&load_lock);
     s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s == CUDA_UNTRIED) {
@@ -91,8 +89,7 @@ static int cuda_load(struct prof_thread_ *t)
         __atomic_store_n(&state, s, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&load_lock);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    prof_busy_leave_(t);
     return s;
 }
 
@@ -211,11 +208,12 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
         }
         /* The remembered context was stale: try again with a fresh one. */
         prof_cuda_tls->memo_stream[memo] = NULL;
-        t->busy = 1;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        prof_cuda_pair_put_back(p);
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        t->busy = 0;
+        if (prof_busy_enter_(t)) {
+            prof_cuda_pair_put_back(p);
+            prof_busy_leave_(t);
+        } else {
+            prof_cuda_count_lost(1);
+        }
     }
     z.events = p;
     return z;
@@ -235,12 +233,9 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
              * CPU side (its end below counts the zone once). The pair
              * goes back to this thread's cache when it has one; otherwise
              * it is lost, and counted. */
-            if (t != NULL && !t->busy) {
-                t->busy = 1;
-                __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            if (t != NULL && prof_busy_enter_(t)) {
                 prof_cuda_pair_put_back(p);
-                __atomic_signal_fence(__ATOMIC_SEQ_CST);
-                t->busy = 0;
+                prof_busy_leave_(t);
             } else {
                 prof_cuda_count_lost(1);
             }
@@ -250,12 +245,10 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
         rc = prof_cu.event_record(p->end, (CUstream)z->stream);
         if (PROF_UNLIKELY_(rc != CU_SUCCESS)) {
             record_failed(p, rc);
-        } else if (PROF_LIKELY_(t != NULL && !t->busy)) {
+        } else if (PROF_LIKELY_(t != NULL && prof_busy_enter_(t))) {
             uint64_t head;
 
             p->stream = (CUstream)z->stream;
-            t->busy = 1;
-            __atomic_signal_fence(__ATOMIC_SEQ_CST);
             head = t->head;
             /* The record's release-publication of head also publishes
              * p->stream to the collector. end is unused: the CPU side is
@@ -264,8 +257,7 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
                             z->cpu.depth, PROF_RECORD_CUDA_);
             if (PROF_UNLIKELY_(t->head == head))
                 prof_cuda_pair_put_back(p);   /* ring full: dropped and counted by the push */
-            __atomic_signal_fence(__ATOMIC_SEQ_CST);
-            t->busy = 0;
+            prof_busy_leave_(t);
         } else {
             /* Only reachable if a signal handler interrupted prof itself
              * between this zone's begin and end: give up the pair. */

@@ -275,8 +275,8 @@ struct cuda_pair *prof_cuda_pair_take(struct prof_thread_ *t, CUcontext ctx)
 
     /* The cache is this thread's, but a signal handler running a zone could
      * interrupt us here: the busy flag keeps it out, as in prof.h. */
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (!prof_busy_enter_(t))
+        return NULL;
     s = slot_for(ctx);
     if (s != NULL) {
         if (s->n == 0)
@@ -288,8 +288,7 @@ struct cuda_pair *prof_cuda_pair_take(struct prof_thread_ *t, CUcontext ctx)
             s->n--;
         }
     }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    prof_busy_leave_(t);
     return p;
 }
 

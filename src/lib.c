@@ -317,15 +317,12 @@ static void push(uint32_t kind, uint64_t end, const char *name)
         fork_setup();
     if ((t = prof_thread_self_) == NULL && (t = prof_thread_attach_()) == NULL)
         return;
-    if (t->busy) {
+    if (!prof_busy_enter_(t)) {
         __atomic_store_n(&t->refused, t->refused + 1, __ATOMIC_RELAXED);
         return;
     }
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     prof_ring_push_(t, prof_ticks_now_(), end, name, t->path, t->depth & PROF_DEPTH_LEVEL_, kind);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    prof_busy_leave_(t);
 }
 
 PROF_API void prof_counter(const char *name, double value)

@@ -172,10 +172,12 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
     prof_zone z = {0, 0, 0, 0, 0, 0};
     uint32_t was, d, path;
 
-    /* busy: a signal handler's zone that ends while we repair is refused
-     * (its open, like this one, only claims the next level). */
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    /* A signal handler's zone that begins while its thread is inside prof
+     * (a push, a repair) is refused; so is one that ends then. */
+    if (!prof_busy_enter_(t)) {
+        count_refused(t);
+        return z;
+    }
     was = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
     take_foreign(t, was);
     d = settle(t, was);
@@ -194,8 +196,7 @@ PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name
         set_depth(t, (d + 1) & LEVEL_MASK, s->levels->inner[d]);
         z.thread = t;
     }
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    prof_busy_leave_(t);
     if (z.thread != NULL)
         z.start = start;
     return z;
@@ -240,7 +241,7 @@ PROF_API void prof_zone_close_kind_(prof_zone *z, int raw_ticks, uint32_t kind)
         z->start = 0;
         return;
     }
-    if (t->busy) {
+    if (!prof_busy_enter_(t)) {
         /* A signal handler's zone, ending inside its thread's own push or
          * repair: give back what its begin claimed, and nothing else. */
         count_refused(t);
@@ -253,8 +254,6 @@ PROF_API void prof_zone_close_kind_(prof_zone *z, int raw_ticks, uint32_t kind)
         return;
     }
     s = slot_of(t);
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     end = raw_ticks ? prof_ticks_() : prof_ticks_now_();
     cur = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
     take_foreign(t, cur);
@@ -279,8 +278,7 @@ PROF_API void prof_zone_close_kind_(prof_zone *z, int raw_ticks, uint32_t kind)
         set_depth(t, cur, t->path);
     }
     prof_ring_push_(t, z->start, end, z->name, z->parent, d, kind);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    prof_busy_leave_(t);
     z->start = 0;
 }
 
@@ -298,8 +296,8 @@ PROF_API void prof_zone_resume_(uint32_t depth, uint32_t path)
     if (t == NULL || depth >= PROF_DEPTH_LIMIT_)
         return;
     s = slot_of(t);
-    t->busy = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (!prof_busy_enter_(t))
+        return;
     top = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
     take_foreign(t, top);
     if (s->shifted) {
@@ -314,8 +312,7 @@ PROF_API void prof_zone_resume_(uint32_t depth, uint32_t path)
                 clear_dead(s, d);
     }
     set_depth(t, depth, path);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    t->busy = 0;
+    prof_busy_leave_(t);
 }
 
 /* For tests and the Python binding's debug view: the calling thread's
