@@ -137,11 +137,12 @@ typedef struct prof_stage_stats {
     double p99_ns;
     double wall_share;    /* outermost time / wall time; recursion counted once */
     uint32_t depth;       /* depth in the summary tree, 0 = top level */
-    uint32_t flags;       /* PROF_STAGE_GPU for GPU stages */
+    uint32_t flags;       /* PROF_STAGE_GPU for GPU stages, PROF_STAGE_LOSSY */
     uint64_t reserved[6];
 } prof_stage_stats;
 
 #define PROF_STAGE_GPU 1u
+#define PROF_STAGE_LOSSY 2u   /* ran on a thread that lost records (full ring): count and times are short */
 
 /* Fill *out with the whole-run numbers of the stage called name, after
  * flushing. Returns 0, -EINVAL for NULL arguments, -ENOENT when no zone of

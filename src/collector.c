@@ -26,6 +26,7 @@
 #include "env.h"
 #include "fdio.h"
 #include "log.h"
+#include "loss.h"
 #include "process.h"
 #include "ranks.h"
 #include "registry.h"
@@ -173,6 +174,8 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r,
         prof_rt.lost_memory++;
         return;
     }
+    if (prof_loss_thread_lossy(t))
+        s->flags |= PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_;
     prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
     if (traced(r->start))
         prof_trace_zone(t, s, r->name, prof_clock_map_ns(cm, r->start), dur, r->depth);
@@ -188,6 +191,7 @@ static void skip_warm_up(uint64_t at_ns)
     prof_rt.start_ns = prof_rt.window_start_ns = at_ns;
     prof_rt.window_start_step = prof_config_get()->skip_steps;
     prof_rt.dropped = prof_rt.dropped_window = 0;
+    prof_loss_reset();
 }
 
 static void take_record(struct prof_thread *t, const prof_record_ *r,
@@ -239,6 +243,10 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
     }
 }
 
+/* When the last drain of every ring ended: how far behind the collector
+ * was when a drain finds a loss. */
+static uint64_t last_collect_ns;
+
 static void drain(struct prof_thread *t)
 {
     /* The ring's reader protocol (ring.h): records up to head were fully
@@ -248,18 +256,30 @@ static void drain(struct prof_thread *t)
     const prof_record_ *r;
     uint64_t lost;
 
+    /* Read before head: every loss counted here lies before a record
+     * this drain takes, so the stages those records hold are marked. */
+    lost = prof_ring_dropped(&t->hot);
     prof_clock_map_get(&cm);
     prof_ring_read(&t->hot, &rd);
-    while ((r = prof_ring_next(&rd)) != NULL)
-        take_record(t, r, &cm);
-    prof_ring_release(&t->hot, rd.tail);
-
-    lost = prof_ring_dropped(&t->hot);
     if (lost != t->dropped_seen) {
+        /* How far behind: the age of the oldest record waiting, else the
+         * time since the last drain. */
+        struct prof_ring_reader peek = rd;
+        const prof_record_ *first = prof_ring_next(&peek);
+        uint64_t now = prof_clock_now_ns(), then = last_collect_ns;
+
+        if (first != NULL && (first->kind == PROF_RECORD_ZONE_ ? first->end : first->start) != 0)
+            then = prof_clock_map_ns(&cm, first->kind == PROF_RECORD_ZONE_ ? first->end
+                                                                         : first->start);
+        prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0, now);
         prof_rt.dropped += lost - t->dropped_seen;
         prof_rt.dropped_window += lost - t->dropped_seen;
         t->dropped_seen = lost;
     }
+    while ((r = prof_ring_next(&rd)) != NULL)
+        take_record(t, r, &cm);
+    prof_ring_release(&t->hot, rd.tail);
+
     lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
     if (lost != t->refused_seen) {
         prof_rt.dropped += lost - t->refused_seen;
@@ -332,6 +352,7 @@ void prof_collect_locked(void)
     if (prof_trace_active())
         prof_trace_dropped(prof_clock_now_ns(), prof_rt.dropped);
     prof_trace_flush();
+    last_collect_ns = prof_clock_now_ns();
 }
 
 /* Whether PROF_TRACE, expanded in this process, names the file at path:
@@ -461,6 +482,7 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
         prof_rt.window_start_ns = cut_ns < now ? cut_ns : now;
         prof_rt.window_start_step = step;
         prof_rt.dropped_window = 0;
+        prof_loss_window_reset();
     }
     if (p == NULL || p->text.failed) {
         prof_log_once(&oom_logged, "out of memory formatting a summary; summaries are skipped "

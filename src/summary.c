@@ -9,6 +9,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "env.h"
+#include "loss.h"
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
@@ -115,6 +116,23 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
                     clock);
 }
 
+/* Under the table, where the short counts are: what was lost and what
+ * would have kept it. */
+static void loss_footer(struct prof_buf *b, const struct view *v)
+{
+    const struct prof_loss *l = prof_loss_get(v->window);
+    char hint[24], behind[24];
+
+    if (l->records == 0)
+        return;
+    prof_loss_size(hint, sizeof hint, l->buffer_hint);
+    prof_summary_fmt_dur(behind, sizeof behind, (double)l->behind_ns);
+    prof_buf_printf(b, "* short: %llu records lost (ring full) on %u thread%s, the collector up "
+                    "to %s behind; PROF_BUFFER=%s would keep them\n",
+                    (unsigned long long)l->records, l->threads, l->threads == 1 ? "" : "s",
+                    behind, hint);
+}
+
 static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
 {
     static const char *cols[] = {"count", "total", "self", "avg", "p50", "p95", "p99", "max"};
@@ -150,7 +168,13 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_summary_fmt_dur(d[4], 24, st.p95_ns);
         prof_summary_fmt_dur(d[5], 24, st.p99_ns);
         prof_summary_fmt_dur(d[6], 24, (double)st.max_ns);
-        prof_buf_printf(b, " %10llu", (unsigned long long)st.count);
+        {
+            /* A stage of a thread that lost records: its count is short. */
+            char cnt[24];
+            snprintf(cnt, sizeof cnt, "%llu%s", (unsigned long long)st.count,
+                     (st.flags & PROF_STAGE_LOSSY) ? "*" : "");
+            prof_buf_printf(b, " %10s", cnt);
+        }
         for (int c = 0; c < 7; c++)
             prof_buf_printf(b, " %10s", d[c]);
         {
@@ -164,6 +188,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_summary_fmt_dur(t, sizeof t, (double)r->folded_total);
         prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
     }
+    loss_footer(b, v);
     if (r->ncounters) {
         prof_buf_printf(b, "%-*s %10s %10s %10s %10s %10s\n", (int)width, "counter", "count",
                         "last", "min", "max", "avg");
@@ -225,9 +250,11 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
             prof_buf_json_string(b, st.parent);
         else
             prof_buf_puts(b, "null");
-        prof_buf_printf(b, ",\"depth\":%u,\"gpu\":%s,\"count\":%llu,\"total_ns\":%llu,"
+        prof_buf_printf(b, ",\"depth\":%u,\"gpu\":%s,\"lossy\":%s,\"count\":%llu,"
+                        "\"total_ns\":%llu,"
                         "\"self_ns\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,\"avg_ns\":",
                         r->rows[i].depth, (st.flags & PROF_STAGE_GPU) ? "true" : "false",
+                        (st.flags & PROF_STAGE_LOSSY) ? "true" : "false",
                         (unsigned long long)st.count, (unsigned long long)st.total_ns,
                         (unsigned long long)st.self_ns, (unsigned long long)st.min_ns,
                         (unsigned long long)st.max_ns);
@@ -269,7 +296,13 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         prof_buf_printf(b, ",\"count\":%llu}",
                         (unsigned long long)(v->window ? r->marks[i]->win : r->marks[i]->run));
     }
-    prof_buf_puts(b, "]}");
+    {
+        const struct prof_loss *l = prof_loss_get(v->window);
+
+        prof_buf_printf(b, "],\"loss\":{\"records\":%llu,\"threads\":%u,\"behind_ns\":%llu,"
+                        "\"buffer_hint\":%llu}}", (unsigned long long)l->records, l->threads,
+                        (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint);
+    }
 }
 
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
