@@ -39,6 +39,22 @@
 
 int prof_pending_signal;
 
+/* Step summaries (PROF_SUMMARY_EVERY=Nsteps). A STEP record that ends a
+ * window only marks its summary due (due_step, and where the next window
+ * starts, due_cut_ns); the summary is formatted after the drain loop and
+ * written before the collector drains again, so that what is held for
+ * summaries is one at a time, whatever the step rate. On the collector
+ * thread (exact_steps) a drain stops at a due STEP record while its ring
+ * has little else waiting, so each window is cut exactly at its step and
+ * gets its own summary; when the summaries cannot keep up (more waiting),
+ * and in a drain for prof_flush or the exit, it goes on through the due
+ * steps, and the one summary after the drain is labelled with the last of
+ * them and covers every window since the last summary (merged_windows).
+ * Never does a summary make the collector leave records in a ring. */
+static uint64_t due_step, due_cut_ns;
+static int exact_steps;          /* set around the collector thread's drain */
+static int drain_stopped;        /* a drain stopped at a due step */
+
 static pthread_t collector_id;
 
 static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns);
@@ -223,8 +239,8 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
          * happens to be.) */
         if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
             r->end > prof_rt.summary_step_done) {
-            prof_rt.summary_step_done = r->end;
-            summary_queue_locked(PROF_KIND_PERIODIC, r->end, prof_clock_map_ns(cm, r->start));
+            prof_rt.summary_step_done = due_step = r->end;
+            due_cut_ns = prof_clock_map_ns(cm, r->start);
         }
         if (traced(r->start)) {
             char name[40];
@@ -247,7 +263,8 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
  * was when a drain finds a loss. */
 static uint64_t last_collect_ns;
 
-static void drain(struct prof_thread *t)
+/* Returns 1 when it stopped at a due step (exact_steps) with records left. */
+static int drain(struct prof_thread *t)
 {
     /* The ring's reader protocol (ring.h): records up to head were fully
      * written by their thread; once released, the thread may reuse them. */
@@ -276,8 +293,18 @@ static void drain(struct prof_thread *t)
         prof_rt.dropped_window += lost - t->dropped_seen;
         t->dropped_seen = lost;
     }
-    while ((r = prof_ring_next(&rd)) != NULL)
+    while ((r = prof_ring_next(&rd)) != NULL) {
         take_record(t, r, &cm);
+        /* Stop at the step whose summary is due, unless the ring holds
+         * more than a quarter of its warm slots: then the summaries merge
+         * rather than keep the records waiting. */
+        if (exact_steps && due_step != 0 && r->kind == PROF_RECORD_STEP_ && r->end == due_step &&
+            rd.head - rd.tail > 0 && rd.head - rd.tail <= t->hot.warm / 4) {
+            prof_ring_release(&t->hot, rd.tail);
+            drain_stopped = 1;
+            return 1;
+        }
+    }
     prof_ring_release(&t->hot, rd.tail);
 
     lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
@@ -286,6 +313,7 @@ static void drain(struct prof_thread *t)
         prof_rt.dropped_window += lost - t->refused_seen;
         t->refused_seen = lost;
     }
+    return 0;
 }
 
 static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, uint64_t start_ns,
@@ -314,6 +342,7 @@ void prof_collect_locked(void)
      * drain is over, the record of this step has been taken unless a full
      * ring dropped it (prof_periodic_locked). */
     prof_rt.step_due_drained = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
+    drain_stopped = 0;
     prof_clock_calibrate();
     prof_registry_splice_locked();
     while (*link != NULL) {
@@ -321,8 +350,8 @@ void prof_collect_locked(void)
         /* Acquire pairs with thread_exited(): read before the last drain. */
         int exited = __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE);
 
-        drain(t);
-        if (exited) {
+        /* A ring left at a due step keeps its thread for the next drain. */
+        if (drain(t) == 0 && exited) {
             prof_stats_thread_gone(t);
             *link = t->next;
             prof_thread_free(t);
@@ -353,6 +382,10 @@ void prof_collect_locked(void)
         prof_trace_dropped(prof_clock_now_ns(), prof_rt.dropped);
     prof_trace_flush();
     last_collect_ns = prof_clock_now_ns();
+    if (due_step != 0) {
+        summary_queue_locked(PROF_KIND_PERIODIC, due_step, due_cut_ns);
+        due_step = 0;
+    }
 }
 
 /* Whether PROF_TRACE, expanded in this process, names the file at path:
@@ -635,6 +668,9 @@ void prof_final_report_locked(void)
     if (incomplete)
         prof_log("%zu GPU zones had not completed 2 s after shutdown began; they are not counted",
                  incomplete);
+    /* The windows since the last step summary whose step records were
+     * dropped get theirs before the final one. */
+    prof_periodic_locked(0);
     /* A forked child that recorded nothing stays silent. */
     if (!prof_rt.forked_from || prof_stats_nstages() > 0)
         prof_summary_emit_locked(PROF_KIND_FINAL);
@@ -656,14 +692,17 @@ void prof_periodic_locked(uint64_t now)
     int quiet = prof_rt.forked_from && prof_stats_nstages() == 0;
 
     summary_write_pending_locked();
-    /* A step whose record was dropped (full ring) still gets its summary.
-     * Only a step marked due before the last drain began counts: a later
-     * one's record may still be in its ring, and taking it here would
-     * swallow the summaries of the steps before it. */
-    if (cfg->every_steps && due > prof_rt.summary_step_done) {
+    /* A step whose record was dropped (full ring) still gets its summary,
+     * labelled with that step. Only a step marked due before the last
+     * drain began counts, and only if that drain went to the end of every
+     * ring: a later one's record may still be in its ring, and taking it
+     * here would swallow the summaries of the steps before it. */
+    if (cfg->every_steps && due > prof_rt.summary_step_done && !drain_stopped) {
         prof_rt.summary_step_done = due;
-        if (!quiet)
-            prof_summary_emit_locked(PROF_KIND_PERIODIC);
+        if (!quiet) {
+            summary_queue_locked(PROF_KIND_PERIODIC, due, prof_clock_now_ns());
+            summary_write_pending_locked();
+        }
     }
     if (cfg->every_ns && now >= prof_rt.next_summary_ns) {
         if (!quiet)
@@ -696,7 +735,7 @@ static void *collector_main(void *arg)
         const struct prof_config *cfg = prof_config_get();
         uint64_t now = prof_clock_now_ns();
         uint64_t wait = PROF_COLLECT_PERIOD_NS;
-        int sig;
+        int sig, again = drain_stopped;
 
         if (cfg->every_ns && prof_rt.next_summary_ns > now && prof_rt.next_summary_ns - now < wait)
             wait = prof_rt.next_summary_ns - now;
@@ -704,11 +743,16 @@ static void *collector_main(void *arg)
         /* The trace is written here, with the lock released: threads that
          * take it (a first zone, prof_flush, fork) never wait on the disk. */
         prof_trace_write();
-        prof_wake_wait(now + wait);
+        /* A drain that stopped at a due step goes on at once. */
+        if (!again)
+            prof_wake_wait(now + wait);
         pthread_mutex_lock(&prof_rt.lock);
         if (prof_rt.stopping)
             break;
+        exact_steps = 1;
+        drain_stopped = 0;
         prof_collect_locked();
+        exact_steps = 0;
         if ((sig = __atomic_load_n(&prof_pending_signal, __ATOMIC_ACQUIRE)) != 0) {
             end_by_signal(sig);
             break;

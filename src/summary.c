@@ -72,10 +72,11 @@ size_t prof_summary_name(char *out, size_t size, const char *name, size_t max_co
     return cols;
 }
 
-/* A step window normally holds PROF_SUMMARY_EVERY=N steps. When the step
- * records that end windows were dropped (a full ring), the collector learns
- * of the due step only after the fact and prints one summary for the steps
- * since the last one: it says so, with how many windows it holds. */
+/* A step window normally holds PROF_SUMMARY_EVERY=N steps. When steps
+ * come faster than their summaries can be written, or the step records
+ * that end windows were dropped (a full ring), the collector prints one
+ * summary for the steps since the last one, labelled with the last due
+ * step: it says so, with how many windows it holds. */
 static uint64_t merged_windows(const struct view *v)
 {
     uint64_t every = prof_config_get()->every_steps;
@@ -104,8 +105,10 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
         prof_buf_printf(b, ", step %llu: last %llu steps in %s; run %s",
                         (unsigned long long)v->step, (unsigned long long)v->steps, win, run);
         if (n > 1)
-            prof_buf_printf(b, " (%llu windows in one: their step records were dropped, ring "
-                            "full)", (unsigned long long)n);
+            prof_buf_printf(b, " (%llu windows in one, steps %llu to %llu: faster than their "
+                            "summaries, or their step records were dropped)", (unsigned long long)n,
+                            (unsigned long long)(v->step - v->steps + 1),
+                            (unsigned long long)v->step);
     }
     else
         prof_buf_printf(b, ", %s: %llu steps, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
