@@ -718,8 +718,7 @@ static void end_by_signal(int sig)
     prof_final_report_locked();
     pthread_mutex_unlock(&prof_rt.lock);
     /* Let the signal do what it would have done without us. */
-    signal(sig, SIG_DFL);
-    kill(getpid(), sig);
+    prof_signal_resend(sig);
     pthread_mutex_lock(&prof_rt.lock);
 }
 
