@@ -17,6 +17,11 @@ static struct prof_loss run, win;
  * records in it. Starts at 1, so that a new thread (0) has lost none. */
 static uint64_t window_gen = 1;
 static int said;                 /* the window's line is out */
+/* When the last line went out: at most one every PROF_LOSS_QUIET_NS, so
+ * that windows of 10 ms or of one short step do not flood stderr (their
+ * summaries say the rest). */
+static uint64_t said_ns;
+#define PROF_LOSS_QUIET_NS (10 * 1000000000ull)
 
 void prof_loss_size(char *buf, size_t size, uint64_t records)
 {
@@ -55,9 +60,10 @@ void prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, ui
     t->loss_window = window_gen;
     add(&win, t, lost, behind_ns, hint, new_win);
     add(&run, t, lost, behind_ns, hint, new_run);
-    if (said)
+    if (said || (said_ns != 0 && ts_ns - said_ns < PROF_LOSS_QUIET_NS))
         return;
     said = 1;
+    said_ns = ts_ns;
     prof_loss_size(size, sizeof size, hint);
     prof_loss_size(now, sizeof now, cap);
     prof_summary_fmt_dur(behind, sizeof behind, (double)behind_ns);
@@ -68,7 +74,8 @@ void prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, ui
         snprintf(name, sizeof name, "tid %u", t->tid);
     prof_log("thread %s lost %llu records: its ring of %s filled while the collector was "
              "%s behind; PROF_BUFFER=%s would keep them (%llu %s per thread); the stages "
-             "it recorded are marked * in the summary (said once per summary window)",
+             "it recorded are marked * in the summary (said at most once per summary window "
+             "and 10 s)",
              name, (unsigned long long)lost, now, behind, size,
              (unsigned long long)(bytes >= (1u << 20) ? bytes >> 20 : bytes >> 10),
              bytes >= (1u << 20) ? "MB" : "KB");
@@ -101,6 +108,7 @@ void prof_loss_window_reset(void)
 void prof_loss_reset(void)
 {
     prof_loss_window_reset();
+    said_ns = 0;
     memset(&run, 0, sizeof run);
     /* Threads whose loss_window is an old number have lost nothing since. */
 }

@@ -12,7 +12,10 @@
  *
  *     busy_ring [seconds]
  *
- * Passes when kept + dropped == produced and dropped == 0. */
+ * Passes when kept + dropped == produced and dropped == 0. Skips (77)
+ * when records were dropped and the collector came back more than
+ * LATE_MAX_MS late from a hold (a machine busier than the test's own
+ * children: the absence was longer than the 100 ms under test). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,8 +30,13 @@
 #define RATE 1000000.0
 #define HOLD_MS 100
 #define BUSY 2
+#define LATE_MAX_MS 25
 
 static int holds;
+/* The longest the collector thread took beyond HOLD_MS to get a CPU back
+ * after its sleep: the scheduler's share of its absence, which a machine
+ * busier than this test's own children lengthens. */
+static uint64_t worst_late_ns;
 
 static uint64_t now_ns(void)
 {
@@ -40,13 +48,18 @@ static uint64_t now_ns(void)
 static void hold(void *user, const char *text, int kind)
 {
     struct timespec ts = {0, HOLD_MS * 1000000L};
+    uint64_t t0, late;
 
     (void)user;
     (void)text;
     if (kind != PROF_SUMMARY_PERIODIC)
         return;
     __atomic_fetch_add(&holds, 1, __ATOMIC_RELAXED);
+    t0 = now_ns();
     nanosleep(&ts, NULL);
+    late = now_ns() - t0 - HOLD_MS * 1000000ull;
+    if (late > __atomic_load_n(&worst_late_ns, __ATOMIC_RELAXED))
+        __atomic_store_n(&worst_late_ns, late, __ATOMIC_RELAXED);
 }
 
 static uint64_t dropped_now(void)
@@ -110,9 +123,9 @@ int main(int argc, char **argv)
         return 1;
     }
     dropped = dropped_now();
-    printf("figure: produced=%llu kept=%llu dropped=%llu holds=%d (%d ms each)\n",
-           (unsigned long long)produced, (unsigned long long)st.count,
-           (unsigned long long)dropped, holds, HOLD_MS);
+    printf("figure: produced=%llu kept=%llu dropped=%llu holds=%d (%d ms each, up to %.1f ms "
+           "late)\n", (unsigned long long)produced, (unsigned long long)st.count,
+           (unsigned long long)dropped, holds, HOLD_MS, (double)worst_late_ns / 1e6);
     if (holds == 0) {
         fprintf(stderr, "FAIL: the collector was never held\n");
         return 1;
@@ -120,6 +133,14 @@ int main(int argc, char **argv)
     if (st.count + dropped != produced) {
         fprintf(stderr, "FAIL: kept + dropped != produced\n");
         return 1;
+    }
+    if (dropped != 0 && worst_late_ns > LATE_MAX_MS * 1000000ull) {
+        /* The ring is sized for 100 ms of absence, not for a machine
+         * that kept the collector off the CPU for longer still. */
+        printf("SKIP: the collector got a CPU back up to %.1f ms after its %d ms hold "
+               "(> %d ms): the machine is busier than this test can judge\n",
+               (double)worst_late_ns / 1e6, HOLD_MS, LATE_MAX_MS);
+        return 77;
     }
     if (dropped != 0) {
         fprintf(stderr, "FAIL: %llu records dropped with the default ring\n",
