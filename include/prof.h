@@ -673,7 +673,7 @@ PROF_API void prof_zone_end_hooked_(prof_zone *zone);
 PROF_API prof_zone prof_zone_open_slow_(struct prof_thread_ *t, const char *name, uint64_t start);
 PROF_API void prof_zone_close_slow_(prof_zone *zone, int raw_ticks);
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head);
-PROF_API int prof_signal_chain_(int sig);   /* lib.c: the Python module's worker hook */
+PROF_API int prof_signal_chain_(int sig);   /* sigchain.c: the Python module's worker hook */
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
 PROF_API uint64_t prof_ticks_now_(void);   /* the tick source in use, out of line */
 

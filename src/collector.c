@@ -31,6 +31,7 @@
 #include "ranks.h"
 #include "registry.h"
 #include "ring.h"
+#include "sigchain.h"
 #include "runtime.h"
 #include "stats.h"
 #include "trace.h"

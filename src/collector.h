@@ -51,8 +51,6 @@ void prof_collector_atfork_child(void);
 
 /* A signal asked for the run to end (SIGINT/SIGTERM, see lib.c). */
 extern int prof_pending_signal;
-/* After the final report for it: hand sig on to the handler it was
- * chained in front of (lib.c, prof_signal_chain_), else die by it. */
-void prof_signal_resend(int sig);
+
 
 #endif

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "prof.h"
@@ -22,6 +21,7 @@
 #include "ranks.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sigchain.h"
 #include "site.h"
 #include "stats.h"
 #include "summary.h"
@@ -63,15 +63,6 @@ PROF_API const char *prof_version(void)
 
 #define PROF_SIGNAL_GRACE_NS (2 * 1000000000ull)
 
-/* A handler that prof_signal_chain_ put ours in front of (a DataLoader
- * worker's SIGTERM handler, which _exit()s when the parent sends it), and
- * the siginfo of the signal being ended, to hand on to it unchanged. */
-static struct sigaction chained[SIGTERM + 1];
-static int chained_on[SIGTERM + 1];
-static siginfo_t chained_info[SIGTERM + 1];
-
-static void on_signal_info(int sig, siginfo_t *info, void *ctx);
-
 static void on_signal(int sig)
 {
     /* Atomics: a supervisor's two signals may land on two threads at once;
@@ -98,80 +89,6 @@ static void on_signal(int sig)
     prof_trace_close_from_signal();
     signal(sig, SIG_DFL);
     raise(sig);
-}
-
-static void on_signal_info(int sig, siginfo_t *info, void *ctx)
-{
-    if (sig > SIGTERM || !chained_on[sig]) {
-        on_signal(sig);
-        return;
-    }
-    if (info != NULL)
-        chained_info[sig] = *info;
-    /* First signal with a collector: it writes the final report, then
-     * prof_signal_resend hands the signal on. Otherwise on at once. */
-    if (__atomic_load_n(&prof_rt.collector_running, __ATOMIC_RELAXED) &&
-        __atomic_exchange_n(&prof_pending_signal, sig, __ATOMIC_ACQ_REL) == 0) {
-        prof_wake_collector();
-        return;
-    }
-    prof_trace_close_from_signal();
-    sigaction(sig, &chained[sig], NULL);
-    if (chained[sig].sa_flags & SA_SIGINFO)
-        chained[sig].sa_sigaction(sig, info, ctx);
-    else if (chained[sig].sa_handler != SIG_IGN && chained[sig].sa_handler != SIG_DFL)
-        chained[sig].sa_handler(sig);
-    else
-        raise(sig);
-}
-
-/* Put the runtime's handler in front of the one installed for sig (SIGINT
- * or SIGTERM), for a handler known to end the process without returning
- * (PyTorch's DataLoader workers: SIGTERM from the parent, which
- * multiprocessing sends its daemonic children at exit, _exit()s): the
- * final report is written first, then the signal goes to that handler
- * with its siginfo unchanged. Returns 0, or -EINVAL. */
-PROF_API int prof_signal_chain_(int sig)
-{
-    struct sigaction cur, sa;
-
-    if (sig != SIGINT && sig != SIGTERM)
-        return -EINVAL;
-    if (sigaction(sig, NULL, &cur) != 0)
-        return -errno;
-    if ((cur.sa_flags & SA_SIGINFO) ? cur.sa_sigaction == on_signal_info
-                                    : cur.sa_handler == on_signal)
-        return 0;   /* ours already */
-    chained[sig] = cur;
-    chained_on[sig] = 1;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal_info;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | SA_SIGINFO;
-    return sigaction(sig, &sa, NULL) == 0 ? 0 : -errno;
-}
-
-void prof_signal_resend(int sig)
-{
-    if (sig <= SIGTERM && chained_on[sig]) {
-        /* The same siginfo (the sender's pid: the handler may check it),
-         * to this thread (the kernel takes a sender's siginfo only from
-         * the thread it is queued to), unblocked for it: the handler now
-         * in place takes it here. */
-        siginfo_t info = chained_info[sig];
-        sigset_t one;
-
-        sigaction(sig, &chained[sig], NULL);
-        sigemptyset(&one);
-        sigaddset(&one, sig);
-        if (syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig,
-                    &info) == 0) {
-            pthread_sigmask(SIG_UNBLOCK, &one, NULL);
-            return;
-        }
-    }
-    signal(sig, SIG_DFL);
-    kill(getpid(), sig);
 }
 
 static void install_signal(int sig)
@@ -302,6 +219,7 @@ int prof_runtime_start(void)
             atexit(at_exit);
             install_signal(SIGINT);
             install_signal(SIGTERM);
+            prof_sigchain_own(on_signal);
         }
         prof_rt.started = 1;
     }
