@@ -3,7 +3,7 @@ PROF_BUFFER=16 prints one log line naming PROF_BUFFER (not one per drain),
 marks the short stages with * in the table and "lossy" in the JSON, and
 prof_stats() callers see PROF_STAGE_LOSSY.
 
-    loss_said.py <loss_said binary>
+    loss_said.py <loss_said binary> <tests/trace_check.py>
 """
 import json
 import os
@@ -51,6 +51,15 @@ def main():
             sys.exit("FAIL: JSON outer not lossy")
         if doc["total"]["loss"]["records"] != doc["dropped"] or doc["dropped"] == 0:
             sys.exit(f"FAIL: JSON loss {doc['total']['loss']} vs dropped {doc['dropped']}")
+
+        # The trace says it too: an instant event at the first loss.
+        trace = os.path.join(d, "t.json")
+        run(exe, {"PROF_SUMMARY": "off", "PROF_TRACE": trace})
+        sys.path.insert(0, os.path.dirname(sys.argv[2]))
+        from trace_check import check_trace
+        names = [e.get("name", "") for e in check_trace(trace) if e.get("ph") == "i"]
+        if not any(n.startswith("prof.loss:") and "PROF_BUFFER=" in n for n in names):
+            sys.exit(f"FAIL: no prof.loss instant in the trace: {names[:5]}")
     print("ok")
 
 
