@@ -234,10 +234,12 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
     case PROF_RECORD_STEP_:
         if (r->end == prof_config_get()->skip_steps)
             skip_warm_up(prof_clock_map_ns(cm, r->start));
-        /* A step summary is cut exactly at the step on the thread that
-         * counts steps: its zones before the step are in the window, the
-         * ones after are not. (Other threads are cut where the drain
-         * happens to be.) */
+        /* Marked due here, formatted after the drain loop. On the
+         * collector thread the drain stops right after this record (see
+         * due_step), so the summary is cut exactly at the step on the
+         * thread that counts steps: its zones before the step are in the
+         * window, the ones after are not. (Other threads are cut where the
+         * drain happens to be; merged windows where the drain ended.) */
         if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
             r->end > prof_rt.summary_step_done) {
             prof_rt.summary_step_done = due_step = r->end;
