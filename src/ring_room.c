@@ -23,6 +23,12 @@ static int slow_enough_to_wrap(struct prof_thread_ *t, uint64_t head)
     struct timespec ts;
     uint64_t now, records = head - t->lap_head, elapsed;
 
+    /* Judged over a warm lap's worth of records at least: over the
+     * quarter lap between two looks, a thread that was itself kept off
+     * the CPU for 50 ms looked slow at 1 M/s, wrapped early, and lost
+     * records to the next stall of the collector. */
+    if (records < t->warm)
+        return 0;
     if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
         return 0;
     now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
