@@ -146,11 +146,12 @@ typedef struct prof_stage_stats {
     double p99_ns;
     double wall_share;    /* outermost time / wall time; recursion counted once */
     uint32_t depth;       /* depth in the summary tree, 0 = top level */
-    uint32_t flags;       /* PROF_STAGE_GPU for GPU stages */
+    uint32_t flags;       /* PROF_STAGE_GPU for GPU stages, PROF_STAGE_LOSSY */
     uint64_t reserved[6];
 } prof_stage_stats;
 
 #define PROF_STAGE_GPU 1u
+#define PROF_STAGE_LOSSY 2u   /* ran on a thread that lost records (full ring): count and times are short */
 
 /* Fill *out with the whole-run numbers of the stage called name, after
  * flushing. Returns 0, -EINVAL for NULL arguments, -ENOENT when no zone of
@@ -728,6 +729,7 @@ PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair)
 PROF_API void prof_zone_resume_(uint32_t depth, uint32_t path);
 PROF_API void prof_zone_end_lane_(prof_zone *zone, uint32_t lane);
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head);
+PROF_API int prof_signal_chain_(int sig);   /* sigchain.c: the Python module's worker hook */
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
 PROF_API uint64_t prof_ticks_now_(void);   /* the tick source in use, out of line */
 

@@ -26,11 +26,13 @@
 #include "env.h"
 #include "fdio.h"
 #include "log.h"
+#include "loss.h"
 #include "process.h"
 #include "ranks.h"
 #include "map.h"
 #include "registry.h"
 #include "ring.h"
+#include "sigchain.h"
 #include "runtime.h"
 #include "stats.h"
 #include "trace.h"
@@ -38,6 +40,22 @@
 #include "zone.h"
 
 int prof_pending_signal;
+
+/* Step summaries (PROF_SUMMARY_EVERY=Nsteps). A STEP record that ends a
+ * window only marks its summary due (due_step, and where the next window
+ * starts, due_cut_ns); the summary is formatted after the drain loop and
+ * written before the collector drains again, so that what is held for
+ * summaries is one at a time, whatever the step rate. On the collector
+ * thread (exact_steps) a drain stops at a due STEP record while its ring
+ * has little else waiting, so each window is cut exactly at its step and
+ * gets its own summary; when the summaries cannot keep up (more waiting),
+ * and in a drain for prof_flush or the exit, it goes on through the due
+ * steps, and the one summary after the drain is labelled with the last of
+ * them and covers every window since the last summary (merged_windows).
+ * Never does a summary make the collector leave records in a ring. */
+static uint64_t due_step, due_cut_ns;
+static int exact_steps;          /* set around the collector thread's drain */
+static int drain_stopped;        /* a drain stopped at a due step */
 
 static pthread_t collector_id;
 
@@ -187,6 +205,8 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r,
         prof_rt.lost_memory++;
         return;
     }
+    if (prof_loss_thread_lossy(t))
+        s->flags |= PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_;
     prof_stats_zone(s, r->parent, r->name, dur, children < dur ? dur - children : 0);
     wall_cover_locked(prof_clock_map_ns(cm, r->start));
     if (traced(r->start))
@@ -272,6 +292,7 @@ static void skip_warm_up(uint64_t at_ns)
     prof_rt.start_ns = prof_rt.window_start_ns = at_ns;
     prof_rt.window_start_step = prof_config_get()->skip_steps;
     prof_rt.dropped = prof_rt.dropped_window = 0;
+    prof_loss_reset();
 }
 
 /* A step window closes after the zones that were open at its step end.
@@ -295,6 +316,14 @@ static struct {
     uint64_t since_ns;           /* when it was held */
 } held;
 
+/* The summary of the window that ends at step is due (formatted after
+ * the drain). A later due step in the same drain merges with it. */
+static void mark_due(uint64_t step, uint64_t cut_ns)
+{
+    due_step = step;
+    due_cut_ns = cut_ns;
+}
+
 static void window_release_locked(void)
 {
     struct prof_thread *t = held.t;
@@ -304,14 +333,14 @@ static void window_release_locked(void)
     held.t = NULL;
     /* A prof_reset() since the step began a fresh window after it. */
     if (held.step >= prof_rt.window_start_step)
-        summary_queue_locked(PROF_KIND_PERIODIC, held.step, held.cut_ns);
+        mark_due(held.step, held.cut_ns);
 }
 
 static void window_hold_locked(struct prof_thread *t, const prof_record_ *r, uint64_t cut_ns)
 {
     window_release_locked();
     if (r->depth == 0) {
-        summary_queue_locked(PROF_KIND_PERIODIC, r->end, cut_ns);
+        mark_due(r->end, cut_ns);
         return;
     }
     held.t = t;
@@ -322,13 +351,19 @@ static void window_hold_locked(struct prof_thread *t, const prof_record_ *r, uin
 }
 
 /* Before a record of t is taken: whether it begins the held step's next
- * window. A GPU record carries no time; a gap may hide anything. */
-static void window_check_locked(const struct prof_thread *t, const prof_record_ *r)
+ * window (then the window is released: its summary is due). A GPU record
+ * carries no time; a gap may hide anything. */
+static int window_check_locked(const struct prof_thread *t, const prof_record_ *r)
 {
-    if (held.t != t || r->kind == PROF_RECORD_CUDA_)
-        return;
-    if (r->kind == PROF_RECORD_STEP_ || r->kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks)
+    uint32_t kind = r->kind & PROF_RECORD_KIND_MASK_;
+
+    if (held.t != t || kind == PROF_RECORD_CUDA_)
+        return 0;
+    if (kind == PROF_RECORD_STEP_ || kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks) {
         window_release_locked();
+        return 1;
+    }
+    return 0;
 }
 
 /* At the end of a collector pass (self: the pass runs on a recording
@@ -346,8 +381,6 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
                         const struct prof_clock_map *cm)
 {
     double v;
-
-    window_check_locked(t, r);
 
     switch (r->kind & PROF_RECORD_KIND_MASK_) {
     case PROF_RECORD_ZONE_:
@@ -370,10 +403,12 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
     case PROF_RECORD_STEP_:
         if (r->end == prof_config_get()->skip_steps)
             skip_warm_up(prof_clock_map_ns(cm, r->start));
-        /* A step summary is cut exactly at the step on the thread that
-         * counts steps: its zones before the step are in the window, the
-         * ones after are not. (Other threads are cut where the drain
-         * happens to be.) */
+        /* Marked due here, formatted after the drain loop. On the
+         * collector thread the drain stops right after this record (see
+         * due_step), so the summary is cut exactly at the step on the
+         * thread that counts steps: its zones before the step are in the
+         * window, the ones after are not. (Other threads are cut where the
+         * drain happens to be; merged windows where the drain ended.) */
         if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
             r->end > prof_rt.summary_step_done) {
             prof_rt.summary_step_done = r->end;
@@ -396,33 +431,78 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
     }
 }
 
-static void drain(struct prof_thread *t)
+/* When the last drain of every ring ended: how far behind the collector
+ * was when a drain finds a loss. */
+static uint64_t last_collect_ns;
+
+/* Returns 1 when it stopped at a due step (exact_steps) with records left. */
+static int drain(struct prof_thread *t)
 {
     /* The ring's reader protocol (ring.h): records up to head were fully
      * written by their thread; once released, the thread may reuse them. */
     struct prof_ring_reader rd;
     struct prof_clock_map cm;
     const prof_record_ *r;
-    uint64_t lost;
+    uint64_t lost, taken = 0;
 
+    /* Read before head: every loss counted here lies before a record
+     * this drain takes, so the stages those records hold are marked. */
+    lost = prof_ring_dropped(&t->hot);
     prof_clock_map_get(&cm);
     prof_ring_read(&t->hot, &rd);
-    while ((r = prof_ring_next(&rd)) != NULL)
-        take_record(t, r, &cm);
-    prof_ring_release(&t->hot, rd.tail);
-
-    lost = prof_ring_dropped(&t->hot);
     if (lost != t->dropped_seen) {
+        /* How far behind: the age of the oldest record waiting, else the
+         * time since the last drain. */
+        struct prof_ring_reader peek = rd;
+        const prof_record_ *first = prof_ring_next(&peek);
+        uint64_t now = prof_clock_now_ns(), then = last_collect_ns;
+
+        if (first != NULL && (first->kind == PROF_RECORD_ZONE_ ? first->end : first->start) != 0)
+            then = prof_clock_map_ns(&cm, first->kind == PROF_RECORD_ZONE_ ? first->end
+                                                                         : first->start);
+        prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0, now);
         prof_rt.dropped += lost - t->dropped_seen;
         prof_rt.dropped_window += lost - t->dropped_seen;
         t->dropped_seen = lost;
     }
+    while ((r = prof_ring_next(&rd)) != NULL) {
+        /* A held window ends before the first record of the next one: on
+         * the collector thread the drain stops there, unread, so that the
+         * summary is cut exactly (as at a due STEP record below). */
+        if (window_check_locked(t, r) && exact_steps &&
+            rd.head - rd.tail + 1 <= t->hot.warm / 4) {
+            rd.tail--;
+            prof_ring_release(&t->hot, rd.tail);
+            drain_stopped = 1;
+            return 1;
+        }
+        take_record(t, r, &cm);
+        /* Give slots back as it goes: a drain of a ring filled while the
+         * collector was away takes milliseconds, and a thread recording
+         * meanwhile needs the slots already read, not only the ones left
+         * when it began (100k records after a 100 ms absence at 1 M/s:
+         * released only at the end, the ring overflowed during the drain). */
+        if ((++taken & 4095) == 0)
+            prof_ring_release(&t->hot, rd.tail);
+        /* Stop at the step whose summary is due, unless the ring holds
+         * more than a quarter of its warm slots: then the summaries merge
+         * rather than keep the records waiting. */
+        if (exact_steps && due_step != 0 && r->kind == PROF_RECORD_STEP_ && r->end == due_step &&
+            rd.head - rd.tail > 0 && rd.head - rd.tail <= t->hot.warm / 4) {
+            prof_ring_release(&t->hot, rd.tail);
+            drain_stopped = 1;
+            return 1;
+        }
+    }
+    prof_ring_release(&t->hot, rd.tail);
+
     lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
     if (lost != t->refused_seen) {
         prof_rt.dropped += lost - t->refused_seen;
         prof_rt.dropped_window += lost - t->refused_seen;
         t->refused_seen = lost;
     }
+    return 0;
 }
 
 static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, uint64_t start_ns,
@@ -451,6 +531,7 @@ void prof_collect_locked(void)
      * drain is over, the record of this step has been taken unless a full
      * ring dropped it (prof_periodic_locked). */
     prof_rt.step_due_drained = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
+    drain_stopped = 0;
     prof_clock_calibrate();
     prof_registry_splice_locked();
     while (*link != NULL) {
@@ -458,8 +539,8 @@ void prof_collect_locked(void)
         /* Acquire pairs with thread_exited(): read before the last drain. */
         int exited = __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE);
 
-        drain(t);
-        if (exited) {
+        /* A ring left at a due step keeps its thread for the next drain. */
+        if (drain(t) == 0 && exited) {
             if (held.t == t)
                 window_release_locked();
             prof_stats_thread_gone(t);
@@ -494,6 +575,11 @@ void prof_collect_locked(void)
     if (prof_trace_active())
         prof_trace_dropped(prof_clock_now_ns(), prof_rt.dropped);
     prof_trace_flush();
+    last_collect_ns = prof_clock_now_ns();
+    if (due_step != 0) {
+        summary_queue_locked(PROF_KIND_PERIODIC, due_step, due_cut_ns);
+        due_step = 0;
+    }
 }
 
 /* Whether PROF_TRACE, expanded in this process, names the file at path:
@@ -623,6 +709,7 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
         prof_rt.window_start_ns = cut_ns < now ? cut_ns : now;
         prof_rt.window_start_step = step;
         prof_rt.dropped_window = 0;
+        prof_loss_window_reset();
     }
     if (p == NULL || p->text.failed) {
         prof_log_once(&oom_logged, "out of memory formatting a summary; summaries are skipped "
@@ -714,6 +801,10 @@ void prof_summary_wait_written_locked(void)
 void prof_summary_emit_locked(enum prof_summary_kind kind)
 {
     window_release_locked();     /* an earlier step's window comes first */
+    if (due_step != 0) {
+        summary_queue_locked(PROF_KIND_PERIODIC, due_step, due_cut_ns);
+        due_step = 0;
+    }
     summary_queue_locked(kind, __atomic_load_n(&prof_steps, __ATOMIC_RELAXED),
                          prof_clock_now_ns());
     summary_write_pending_locked();
@@ -747,6 +838,7 @@ void prof_collector_atfork_child(void)
     }
     pending_end = &pending;
     held.t = NULL;               /* the parent's threads and window */
+    due_step = 0;
     if (in_flight != NULL) {
         /* Forked while another thread was writing it. */
         prof_buf_free(&in_flight->text);
@@ -777,6 +869,9 @@ void prof_final_report_locked(void)
     if (incomplete)
         prof_log("%zu GPU zones had not completed 2 s after shutdown began; they are not counted",
                  incomplete);
+    /* The windows since the last step summary whose step records were
+     * dropped get theirs before the final one. */
+    prof_periodic_locked(0);
     /* A forked child that recorded nothing stays silent. */
     if (!prof_rt.forked_from || prof_stats_nstages() > 0)
         prof_summary_emit_locked(PROF_KIND_FINAL);
@@ -798,14 +893,17 @@ void prof_periodic_locked(uint64_t now)
     int quiet = prof_rt.forked_from && prof_stats_nstages() == 0;
 
     summary_write_pending_locked();
-    /* A step whose record was dropped (full ring) still gets its summary.
-     * Only a step marked due before the last drain began counts: a later
-     * one's record may still be in its ring, and taking it here would
-     * swallow the summaries of the steps before it. */
-    if (cfg->every_steps && due > prof_rt.summary_step_done) {
+    /* A step whose record was dropped (full ring) still gets its summary,
+     * labelled with that step. Only a step marked due before the last
+     * drain began counts, and only if that drain went to the end of every
+     * ring: a later one's record may still be in its ring, and taking it
+     * here would swallow the summaries of the steps before it. */
+    if (cfg->every_steps && due > prof_rt.summary_step_done && !drain_stopped) {
         prof_rt.summary_step_done = due;
-        if (!quiet)
-            prof_summary_emit_locked(PROF_KIND_PERIODIC);
+        if (!quiet) {
+            summary_queue_locked(PROF_KIND_PERIODIC, due, prof_clock_now_ns());
+            summary_write_pending_locked();
+        }
     }
     if (cfg->every_ns && now >= prof_rt.next_summary_ns) {
         if (!quiet)
@@ -821,8 +919,7 @@ static void end_by_signal(int sig)
     prof_final_report_locked();
     prof_rt_unlock();
     /* Let the signal do what it would have done without us. */
-    signal(sig, SIG_DFL);
-    kill(getpid(), sig);
+    prof_signal_resend(sig);
     prof_rt_lock();
 }
 
@@ -838,7 +935,7 @@ static void *collector_main(void *arg)
         const struct prof_config *cfg = prof_config_get();
         uint64_t now = prof_clock_now_ns();
         uint64_t wait = PROF_COLLECT_PERIOD_NS;
-        int sig;
+        int sig, again = drain_stopped;
 
         if (cfg->every_ns && prof_rt.next_summary_ns > now && prof_rt.next_summary_ns - now < wait)
             wait = prof_rt.next_summary_ns - now;
@@ -846,11 +943,16 @@ static void *collector_main(void *arg)
         /* The trace is written here, with the lock released: threads that
          * take it (a first zone, prof_flush, fork) never wait on the disk. */
         prof_trace_write();
-        prof_wake_wait(now + wait);
+        /* A drain that stopped at a due step goes on at once. */
+        if (!again)
+            prof_wake_wait(now + wait);
         prof_rt_lock();
         if (prof_rt.stopping)
             break;
+        exact_steps = 1;
+        drain_stopped = 0;
         prof_collect_locked();
+        exact_steps = 0;
         if ((sig = __atomic_load_n(&prof_pending_signal, __ATOMIC_ACQUIRE)) != 0) {
             end_by_signal(sig);
             break;

@@ -52,4 +52,5 @@ void prof_collector_atfork_child(void);
 /* A signal asked for the run to end (SIGINT/SIGTERM, see lib.c). */
 extern int prof_pending_signal;
 
+
 #endif

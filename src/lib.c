@@ -14,12 +14,14 @@
 #include "fdio.h"
 #include "intern.h"
 #include "log.h"
+#include "loss.h"
 #include "nvtx.h"
 #include "order.h"
 #include "process.h"
 #include "ranks.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sigchain.h"
 #include "site.h"
 #include "stats.h"
 #include "summary.h"
@@ -164,6 +166,7 @@ static void atfork_child(void)
     prof_rt.window_start_step = prof_rt.summary_step_done = prof_rt.step_due_drained = 0;
     prof_rt.dropped = prof_rt.dropped_window = 0;
     prof_rt.loss_seen = 0;
+    prof_loss_reset();
     __atomic_store_n(&prof_pending_signal, 0, __ATOMIC_RELAXED);
     if (!prof_rt.shut_down && prof_on_) {
         __atomic_store_n(&prof_rt.fork_pending, 1, __ATOMIC_RELEASE);
@@ -217,6 +220,7 @@ int prof_runtime_start(void)
             atexit(at_exit);
             install_signal(SIGINT);
             install_signal(SIGTERM);
+            prof_sigchain_own(on_signal);
         }
         prof_rt.started = 1;
     }
@@ -692,6 +696,7 @@ PROF_API int prof_reset(void)
     prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
     prof_rt.window_start_step = __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
     prof_rt.dropped = prof_rt.dropped_window = 0;
+    prof_loss_reset();
     prof_rt_unlock();
     return 0;
 }

@@ -68,6 +68,7 @@ struct prof_thread {
     uint32_t child_cap;
     uint64_t dropped_seen;
     uint64_t refused_seen;
+    uint64_t loss_window;        /* the window it last lost records in (loss.c) */
     const char *traced_name;     /* the name last written to the trace */
     /* The trace's placement of this thread's zones (trace.c): the latest
      * end written, and per depth, for the zones written since their parent

@@ -20,24 +20,27 @@
  *
  * Warm and cold slots. A ring is large (PROF_BUFFER, 128k records by
  * default: 4 MB of address space), so that it holds what a thread records
- * at 10 M zones/s while the collector is kept off the CPU for several
- * milliseconds. Only its first `warm` slots (32k, 1 MB, unless the user
- * set PROF_BUFFER: then all of them) are populated when the thread
- * attaches, and while the collector keeps up the owner stays in
- * them: reaching the end of the warm slots with at most half of them
- * unread, it writes a SKIP record and moves head to the start of the next
- * lap. Once the collector has fallen behind (more than half unread there),
- * the owner runs through the cold slots too, and goes on doing so while it
- * records faster than the warm slots in 20 ms (1.6 M records/s): so a
- * thread's resident ring is 1 MB unless it has needed more, and a fast
- * thread that has met a stall has all 4 MB to ride out the next. (A fast
- * thread always in the cold slots cost 2 ns a zone in `prof-bench zone`:
- * 4 MB of records fall out of the caches that 1 MB stays in.) The
- * skipped slots count as filled until the consumer passes the SKIP
- * record; the owner checks room against the same free-running indices, so
- * nothing it overwrites is unread. A burst that begins in a warm lap has
- * the rest of that lap, as with a 32k ring, before the first stall moves
- * the thread to the whole ring. */
+ * at 1 M zones/s while the collector is kept off the CPU for 100 ms (a
+ * busy machine: every core taken by data loader workers), and at 10 M/s
+ * for several milliseconds. Only its first `warm` slots (32k, 1 MB, unless
+ * the user set PROF_BUFFER: then all of them) are populated when the
+ * thread attaches. A slow thread stays in them: reaching their end with at
+ * most half of them unread, having taken PROF_RING_WARM_LAP_NS or longer
+ * to fill them, it writes a SKIP record and moves head to the start of the
+ * next lap. The slots its unread records hold are pinned until the
+ * collector passes the SKIP, so a stall then has half of the warm slots at
+ * worst: 16k records, 100 ms at 164k records/s. A thread faster than that
+ * (or one that finds more than half of them unread) runs through the cold
+ * slots too, so that a stall finds all of the ring free but what the
+ * collector has not read yet (it wakes at least every 20 ms): its resident
+ * ring grows to 4 MB as it touches the cold slots, and shrinks back to
+ * use (not to residence) only when it slows down. (A fast thread in the
+ * cold slots costs up to 2 ns a zone in `prof-bench zone` on some
+ * machines: 4 MB of records fall out of caches that 1 MB stays in;
+ * docs/BENCHMARKS.md has the figures.) The skipped slots count as filled
+ * until the consumer passes the SKIP record; the owner checks room
+ * against the same free-running indices, so nothing it overwrites is
+ * unread. */
 #ifndef PROF_RING_H
 #define PROF_RING_H
 
@@ -46,9 +49,10 @@
 
 #include "prof.h"
 
-/* A thread that has left its warm slots goes back only while it takes
- * 20 ms or more to fill them (1.6 M records/s or less). */
-#define PROF_RING_WARM_LAP_NS 20000000u
+/* A thread keeps to its warm slots only while it takes 200 ms or more to
+ * fill them (164k records/s or less with 32k warm slots): then the half of
+ * them a stall may find free holds 100 ms of its records. */
+#define PROF_RING_WARM_LAP_NS 200000000u
 
 /* Give t the ring `records` of `capacity` slots (a power of two, at least
  * 16) of which the first `warm` (at most capacity) are used alone while the

@@ -9,20 +9,26 @@
 #include "ring.h"
 #include "wake.h"
 
-/* Whether a thread that has run through its cold slots, reaching the end
- * of the warm ones with the collector keeping up, may go back to them:
- * only if it took warm_lap_ns (ring.h) or longer to fill them, or as long
- * for as many records since it last looked. A warm lap rides out a stall
- * of the collector only in the slots the lap has left, so a thread that
- * needed the cold slots once keeps them while it records fast. Called at
- * every look past the warm slots, so that the time is always recent. The
- * coarse clock (a few ms resolution, no system call) is enough to tell a
- * 20 ms lap. */
+/* Whether a thread reaching the end of its warm slots with the collector
+ * keeping up may wrap early and stay in them: only if it took warm_lap_ns
+ * (ring.h) or longer to fill them, or as long for as many records since it
+ * last looked. After an early wrap a stall of the collector has only the
+ * warm slots the unread records leave (half of them, at worst), so a
+ * faster thread runs through all the slots before any stall, not only
+ * after the first one has cost it records. Called at every look past the
+ * warm slots, so that the time is always recent. The coarse clock (a few
+ * ms resolution, no system call) is enough to tell a 200 ms lap. */
 static int slow_enough_to_wrap(struct prof_thread_ *t, uint64_t head)
 {
     struct timespec ts;
     uint64_t now, records = head - t->lap_head, elapsed;
 
+    /* Judged over a warm lap's worth of records at least: over the
+     * quarter lap between two looks, a thread that was itself kept off
+     * the CPU for 50 ms looked slow at 1 M/s, wrapped early, and lost
+     * records to the next stall of the collector. */
+    if (records < t->warm)
+        return 0;
     if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
         return 0;
     now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -85,13 +91,13 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
     }
     if (pos < t->warm) {
         /* In the warm slots, whatever the lap. */
-    } else if (fill > t->warm / 2 || (!slow_enough_to_wrap(t, head) &&
-                                      t->wake_fill > t->warm / 2)) {
-        /* A lap through all the slots: the collector fell behind, or it
-         * did once and the thread is still fast. The collector is woken
-         * only at half of them. (Waking it at every quarter of the warm
-         * slots instead dropped records at 10 M zones/s on a 2-vCPU VM,
-         * where waking it at half of a 128k ring dropped none.) */
+    } else if (fill > t->warm / 2 || !slow_enough_to_wrap(t, head)) {
+        /* A lap through all the slots: the collector fell behind, or the
+         * thread records too fast for a warm lap to ride out a stall of
+         * the collector (ring.h). The collector is woken only at half of
+         * them. (Waking it at every quarter of the warm slots instead
+         * dropped records at 10 M zones/s on a 2-vCPU VM, where waking it
+         * at half of a 128k ring dropped none.) */
         t->wake_fill = (t->mask + 1) / 2;
     } else {
         /* Back to the warm slots. The skipped ones are free (fill <= pos),

@@ -591,7 +591,9 @@ void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
     out->p95_ns = pct[1];
     out->p99_ns = pct[2];
     out->wall_share = wall_ns ? (double)outer / (double)wall_ns : 0;
-    out->flags = s->flags;
+    out->flags = s->flags & ~(PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_);
+    if (s->flags & (window ? PROF_STAGE_LOSSY_WIN_ : PROF_STAGE_LOSSY))
+        out->flags |= PROF_STAGE_LOSSY;
 }
 
 /* The last closed window (prof_stats_window_last): one prof_stage_stats
@@ -651,6 +653,7 @@ void prof_stats_window_reset(void)
         if (by_name.keys[i] == 0)
             continue;
         acc_clear(&s->win);
+        s->flags &= ~PROF_STAGE_LOSSY_WIN_;
         if (s->flags & PROF_STAGE_GPU)
             s->outer_win = 0;
     }

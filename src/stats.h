@@ -20,9 +20,12 @@ struct prof_acc {
     struct prof_hist hist;
 };
 
+/* PROF_STAGE_LOSSY for the current window only (prof_stats_fill). */
+#define PROF_STAGE_LOSSY_WIN_ (1u << 30)
+
 struct prof_stage {
     const char *name;            /* interned */
-    uint32_t flags;              /* PROF_STAGE_GPU */
+    uint32_t flags;              /* PROF_STAGE_GPU, PROF_STAGE_LOSSY(_WIN_) */
     struct prof_stage *fixed_parent;  /* GPU stages: their CPU stage */
     struct prof_acc run, win;
     /* The trace's text for the stage (trace.c): the start of its events,

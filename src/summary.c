@@ -9,6 +9,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "env.h"
+#include "loss.h"
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
@@ -71,10 +72,11 @@ size_t prof_summary_name(char *out, size_t size, const char *name, size_t max_co
     return cols;
 }
 
-/* A step window normally holds PROF_SUMMARY_EVERY=N steps. When the step
- * records that end windows were dropped (a full ring), the collector learns
- * of the due step only after the fact and prints one summary for the steps
- * since the last one: it says so, with how many windows it holds. */
+/* A step window normally holds PROF_SUMMARY_EVERY=N steps. When steps
+ * come faster than their summaries can be written, or the step records
+ * that end windows were dropped (a full ring), the collector prints one
+ * summary for the steps since the last one, labelled with the last due
+ * step: it says so, with how many windows it holds. */
 static uint64_t merged_windows(const struct view *v)
 {
     uint64_t every = prof_config_get()->every_steps;
@@ -110,8 +112,10 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
                         (unsigned long long)v->step, (unsigned long long)v->steps,
                         plural(v->steps), win, run);
         if (n > 1)
-            prof_buf_printf(b, " (%llu windows in one: their step records were dropped, ring "
-                            "full)", (unsigned long long)n);
+            prof_buf_printf(b, " (%llu windows in one, steps %llu to %llu: faster than their "
+                            "summaries, or their step records were dropped)", (unsigned long long)n,
+                            (unsigned long long)(v->step - v->steps + 1),
+                            (unsigned long long)v->step);
     }
     else
         prof_buf_printf(b, ", %s: %llu step%s, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
@@ -120,6 +124,23 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
                     (unsigned long long)prof_threads_seen, plural(prof_threads_seen),
                     (unsigned long long)(v->window ? prof_rt.dropped_window : prof_rt.dropped),
                     clock);
+}
+
+/* Under the table, where the short counts are: what was lost and what
+ * would have kept it. */
+static void loss_footer(struct prof_buf *b, const struct view *v)
+{
+    const struct prof_loss *l = prof_loss_get(v->window);
+    char hint[24], behind[24];
+
+    if (l->records == 0)
+        return;
+    prof_loss_size(hint, sizeof hint, l->buffer_hint);
+    prof_summary_fmt_dur(behind, sizeof behind, (double)l->behind_ns);
+    prof_buf_printf(b, "* short: %llu records lost (ring full) on %u thread%s, the collector up "
+                    "to %s behind; PROF_BUFFER=%s would keep them\n",
+                    (unsigned long long)l->records, l->threads, l->threads == 1 ? "" : "s",
+                    behind, hint);
 }
 
 static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
@@ -157,7 +178,13 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_summary_fmt_dur(d[4], 24, st.p95_ns);
         prof_summary_fmt_dur(d[5], 24, st.p99_ns);
         prof_summary_fmt_dur(d[6], 24, (double)st.max_ns);
-        prof_buf_printf(b, " %10llu", (unsigned long long)st.count);
+        {
+            /* A stage of a thread that lost records: its count is short. */
+            char cnt[24];
+            snprintf(cnt, sizeof cnt, "%llu%s", (unsigned long long)st.count,
+                     (st.flags & PROF_STAGE_LOSSY) ? "*" : "");
+            prof_buf_printf(b, " %10s", cnt);
+        }
         for (int c = 0; c < 7; c++)
             prof_buf_printf(b, " %10s", d[c]);
         {
@@ -171,6 +198,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_summary_fmt_dur(t, sizeof t, (double)r->folded_total);
         prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
     }
+    loss_footer(b, v);
     if (r->ncounters) {
         prof_buf_printf(b, "%-*s %10s %10s %10s %10s %10s\n", (int)width, "counter", "count",
                         "last", "min", "max", "avg");
@@ -232,9 +260,11 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
             prof_buf_json_string(b, st.parent);
         else
             prof_buf_puts(b, "null");
-        prof_buf_printf(b, ",\"depth\":%u,\"gpu\":%s,\"count\":%llu,\"total_ns\":%llu,"
+        prof_buf_printf(b, ",\"depth\":%u,\"gpu\":%s,\"lossy\":%s,\"count\":%llu,"
+                        "\"total_ns\":%llu,"
                         "\"self_ns\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,\"avg_ns\":",
                         r->rows[i].depth, (st.flags & PROF_STAGE_GPU) ? "true" : "false",
+                        (st.flags & PROF_STAGE_LOSSY) ? "true" : "false",
                         (unsigned long long)st.count, (unsigned long long)st.total_ns,
                         (unsigned long long)st.self_ns, (unsigned long long)st.min_ns,
                         (unsigned long long)st.max_ns);
@@ -276,7 +306,13 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         prof_buf_printf(b, ",\"count\":%llu}",
                         (unsigned long long)(v->window ? r->marks[i]->win : r->marks[i]->run));
     }
-    prof_buf_puts(b, "]}");
+    {
+        const struct prof_loss *l = prof_loss_get(v->window);
+
+        prof_buf_printf(b, "],\"loss\":{\"records\":%llu,\"threads\":%u,\"behind_ns\":%llu,"
+                        "\"buffer_hint\":%llu}}", (unsigned long long)l->records, l->threads,
+                        (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint);
+    }
 }
 
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,

@@ -21,6 +21,7 @@ for building extensions against the runtime. See docs/PYTHON.md.
 
 import atexit as _atexit
 import os as _os
+import signal as _signal
 import sys as _sys
 
 from . import _prof
@@ -224,6 +225,30 @@ _fork_anchor = _ForkAnchor()
 _fork_hooked = False
 
 
+def _hook_torch_worker_signals():
+    # A DataLoader worker whose parent exits with the worker still running
+    # (its iterator still referenced, persistent_workers) is sent SIGTERM
+    # by multiprocessing; PyTorch's handler, set when the worker loop
+    # starts, _exit()s at once, and no Python exit hook runs. Once it is
+    # set, the runtime's handler goes in front of it: the worker's final
+    # summary and the end of its trace are written, then PyTorch's handler
+    # gets the signal as sent.
+    sh = _sys.modules.get("torch.utils.data._utils.signal_handling")
+    if sh is None:
+        return
+    orig = getattr(sh, "_set_worker_signal_handlers", None)
+    if orig is None or getattr(orig, "_prof_hooked", False):
+        return
+
+    def _set_worker_signal_handlers(*args, **kwargs):
+        r = orig(*args, **kwargs)
+        _prof._signal_chain(_signal.SIGTERM)
+        return r
+
+    _set_worker_signal_handlers._prof_hooked = True
+    sh._set_worker_signal_handlers = _set_worker_signal_handlers
+
+
 def _after_fork_in_child():
     # Called right after os.fork() in the child, before multiprocessing's
     # Process._bootstrap clears its finalisers and runs its after-fork
@@ -232,6 +257,7 @@ def _after_fork_in_child():
     # by the entry. Once per lineage: grandchildren inherit it.
     global _fork_hooked
     _taken["step"] = None       # the parent's summary is not the child's
+    _hook_torch_worker_signals()
     mp_util = _sys.modules.get("multiprocessing.util")
     if _fork_hooked or mp_util is None:
         return
@@ -239,8 +265,29 @@ def _after_fork_in_child():
     _fork_hooked = True
 
 
+def _in_mp_child():
+    # A multiprocessing child that imports prof itself (forkserver and
+    # spawn children unpickle their target, importing its module, before
+    # Process._bootstrap runs its after-fork registry): register there, as
+    # a forked child does.
+    global _fork_hooked
+    mp = _sys.modules.get("multiprocessing")
+    mp_util = _sys.modules.get("multiprocessing.util")
+    if mp is None or mp_util is None or _fork_hooked:
+        return
+    try:
+        if mp.parent_process() is None:
+            return
+    except Exception:
+        return
+    mp_util.register_after_fork(_fork_anchor, _worker_exit_hook)
+    _fork_hooked = True
+
+
 _atexit.register(_at_exit)
 _os.register_at_fork(after_in_child=_after_fork_in_child)
+_hook_torch_worker_signals()
+_in_mp_child()
 
 
 # ---------------------------------------------------------------------------

@@ -90,6 +90,18 @@ static PyObject *py_library_path(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ign
     return PyUnicode_DecodeFSDefault(info.dli_fname);
 }
 
+/* _signal_chain(sig): see prof_signal_chain_ (lib.c); the module calls it
+ * in DataLoader workers once PyTorch has set their signal handlers. */
+static PyObject *py_signal_chain(PyObject *self, PyObject *arg)
+{
+    long sig = PyLong_AsLong(arg);
+
+    (void)self;
+    if (sig == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(prof_signal_chain_((int)sig));
+}
+
 static PyMethodDef module_methods[] = {
     {"zone", py_zone, METH_O,
      "zone(name) -> Zone\n\nA named stage, usable as `with prof.zone(name):` and as a "
@@ -115,7 +127,7 @@ static PyMethodDef module_methods[] = {
     {"thread_name", py_thread_name, METH_O, "thread_name(name): name this thread."},
     {"stats", (PyCFunction)(void (*)(void))py_stats, METH_VARARGS | METH_KEYWORDS,
      "stats(name=None) -> {stage: {count, total_ms, self_ms, avg_ms, min_ms, max_ms, "
-     "p50_ms, p95_ms, p99_ms, wall_share, parent, depth, gpu}} in summary order, or "
+     "p50_ms, p95_ms, p99_ms, wall_share, parent, depth, gpu, lossy}} in summary order, or "
      "one stage's dict."},
     {"counters", py_counters, METH_NOARGS,
      "counters() -> {name: {count, last, min, max, avg}}"},
@@ -127,6 +139,7 @@ static PyMethodDef module_methods[] = {
     {"_null_track", py_null_track, METH_O,
      "_null_track(name) -> the shared no-op context manager (disabled ProfilingContext)."},
     {"_set_log_sink", py_set_log_sink, METH_O, NULL},
+    {"_signal_chain", py_signal_chain, METH_O, NULL},
     {"_drain_log", py_drain_log, METH_NOARGS, NULL},
     {"_skip_final_summary", py_skip_final_summary, METH_NOARGS, NULL},
     {"_set_special_wrapper", py_set_special_wrapper, METH_O, NULL},

@@ -52,7 +52,8 @@ static PyObject *stage_dict(const void *item)
         set_item(d, "wall_share", PyFloat_FromDouble(st->wall_share)) < 0 ||
         set_item(d, "parent", str_or_none(st->parent)) < 0 ||
         set_item(d, "depth", PyLong_FromUnsignedLong(st->depth)) < 0 ||
-        set_item(d, "gpu", PyBool_FromLong((st->flags & PROF_STAGE_GPU) != 0)) < 0) {
+        set_item(d, "gpu", PyBool_FromLong((st->flags & PROF_STAGE_GPU) != 0)) < 0 ||
+        set_item(d, "lossy", PyBool_FromLong((st->flags & PROF_STAGE_LOSSY) != 0)) < 0) {
         Py_DECREF(d);
         return NULL;
     }

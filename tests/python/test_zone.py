@@ -63,7 +63,9 @@ def test_stats_dict_keys_and_types():
     assert "keys" in all_stats
     row = all_stats["keys"]
     assert set(row) == {"count", "total_ms", "self_ms", "avg_ms", "min_ms", "max_ms",
-                        "p50_ms", "p95_ms", "p99_ms", "wall_share", "parent", "depth", "gpu"}
+                        "p50_ms", "p95_ms", "p99_ms", "wall_share", "parent", "depth", "gpu",
+                        "lossy"}
+    assert row["lossy"] is False
     for k in ("total_ms", "self_ms", "avg_ms", "min_ms", "max_ms", "p50_ms", "p95_ms",
               "p99_ms", "wall_share"):
         assert isinstance(row[k], float), k

@@ -165,10 +165,11 @@ static void run_paced(struct paced *p, const char *what)
 
 static void test_resident(int fast)
 {
-    /* Slow: 300 zones a millisecond at most, a 32k lap in 100 ms or more,
-     * so that only a collector held up for 50 ms lets a quarter of the
+    /* Slow: 100 zones a millisecond at most, a 32k lap in 330 ms or more
+     * (a thread stays in its warm slots below 164k zones/s, src/ring.h),
+     * so that only a collector held up for 80 ms lets a quarter of the
      * ring fill. */
-    struct paced p = {fast ? 300000 : 100000, fast ? 0 : 300, 0, 0};
+    struct paced p = {fast ? 300000 : 100000, fast ? 0 : 100, 0, 0};
 
     if (fast) {
         /* A fresh thread at full speed outruns the collector, unless the
