@@ -25,6 +25,7 @@
 #include "cuda.h"
 #include "env.h"
 #include "fdio.h"
+#include "live.h"
 #include "log.h"
 #include "process.h"
 #include "ranks.h"
@@ -692,6 +693,7 @@ static void *collector_main(void *arg)
             break;
         }
         prof_periodic_locked(prof_clock_now_ns());
+        prof_live_tick_locked(prof_clock_now_ns());   /* prof-top, PROF_METRICS */
     }
     pthread_mutex_unlock(&prof_rt.lock);
     return NULL;

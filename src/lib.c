@@ -13,6 +13,7 @@
 #include "env.h"
 #include "fdio.h"
 #include "intern.h"
+#include "live.h"
 #include "log.h"
 #include "nvtx.h"
 #include "order.h"
@@ -719,6 +720,7 @@ PROF_API int prof_shutdown(void)
     pthread_mutex_lock(&prof_rt.lock);
     prof_final_report_locked();
     pthread_mutex_unlock(&prof_rt.lock);
+    prof_live_stop();
     pthread_mutex_unlock(&control_lock);
     return 0;
 }
