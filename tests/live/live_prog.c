@@ -71,17 +71,19 @@ int main(int argc, char **argv)
     pthread_create(&th, NULL, progress, NULL);
     end = now_s() + seconds;
     while (now_s() < end) {
-        PROF_ZONE("request");
         {
-            PROF_ZONE("parse");
-            spin_us(20);
-        }
-        {
-            PROF_ZONE("handle");
-            spin_us(50);
+            PROF_ZONE("request");
             {
-                PROF_ZONE("db \"q\"\\n");
-                spin_us(30);
+                PROF_ZONE("parse");
+                spin_us(20);
+            }
+            {
+                PROF_ZONE("handle");
+                spin_us(50);
+                {
+                    PROF_ZONE("db \"q\"\\n");
+                    spin_us(30);
+                }
             }
         }
         for (int i = 0; i < 5; i++) {
