@@ -9,6 +9,8 @@
  * it is created 0600 and removed at exit, and readers remove the files of
  * processes that died without removing theirs. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +32,19 @@
 #include "stats.h"
 
 static uint64_t next_ns;                /* the next tick publishes from then */
-static struct prof_live_snap snap;      /* the collector's, reused */
+
+/* Two snapshots: the collector fills one (lock held) while the publisher
+ * thread writes the other out, so the collector never waits on a file,
+ * a socket or formatting the metrics. A buffer is FREE, FILLING (the
+ * collector's), PENDING (ready, not taken yet) or BUSY (being written). */
+enum { FREE, FILLING, PENDING, BUSY };
+static struct prof_live_snap snaps[2];
+static int state[2];
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pub_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t pub_thread;
+static int pub_running, pub_stop, pub_pid;
+static uint64_t last_publish_ns;        /* under pub_lock */
 
 /* The file: owned by the process that created it (a forked child makes
  * its own). */
@@ -308,24 +322,113 @@ static int wanted(void)
     return cfg->live || cfg->metrics != PROF_METRICS_OFF;
 }
 
+static void *publisher_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "prof-live");
+    pthread_mutex_lock(&pub_lock);
+    for (;;) {
+        int i = state[0] == PENDING ? 0 : state[1] == PENDING ? 1 : -1;
+        uint64_t t0;
+
+        if (i < 0) {
+            if (pub_stop)
+                break;
+            pthread_cond_wait(&pub_cond, &pub_lock);
+            continue;
+        }
+        state[i] = BUSY;
+        pthread_mutex_unlock(&pub_lock);
+        t0 = mono_ns();
+        prof_live_publish(&snaps[i]);
+        pthread_mutex_lock(&pub_lock);
+        last_publish_ns = mono_ns() - t0;
+        state[i] = FREE;
+    }
+    pthread_mutex_unlock(&pub_lock);
+    return NULL;
+}
+
+/* In a forked child the publisher thread is gone, and its lock may have
+ * been held at the fork: start afresh (the collector is the only caller). */
+static void publisher_check_fork(void)
+{
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    int pid = prof_process_get()->pid;
+
+    if (pub_pid == pid)
+        return;
+    pub_lock = m;
+    pub_cond = c;
+    state[0] = state[1] = FREE;
+    pub_running = pub_stop = 0;
+    pub_pid = pid;
+}
+
+static int publisher_start(void)
+{
+    sigset_t all, old;
+    int err;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    err = pthread_create(&pub_thread, NULL, publisher_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0) {
+        static int logged;
+
+        prof_log_once(&logged, "live stats: cannot start their thread (%s); prof-top and "
+                      "PROF_METRICS will not see this process", strerror(err));
+        return -err;
+    }
+    pub_running = 1;
+    return 0;
+}
+
 void prof_live_tick_locked(uint64_t now)
 {
-    uint64_t t0, t1, t2;
+    static int failed;
+    uint64_t t0, t1;
+    int i;
 
-    if (now < next_ns || !wanted())
+    if (now < next_ns || failed || !wanted())
         return;
     next_ns = now + PROF_LIVE_PERIOD_NS;
-    t0 = mono_ns();
-    if (prof_live_snap_take_locked(&snap) != 0)
+    publisher_check_fork();
+    if (!pub_running && publisher_start() != 0) {
+        failed = 1;
         return;
+    }
+    pthread_mutex_lock(&pub_lock);
+    i = state[0] == FREE ? 0 : state[1] == FREE ? 1 : -1;
+    if (i >= 0)
+        state[i] = FILLING;
+    pthread_mutex_unlock(&pub_lock);
+    if (i < 0)
+        return;    /* the publisher is behind: this second is skipped */
+    t0 = mono_ns();
+    if (prof_live_snap_take_locked(&snaps[i]) != 0) {
+        pthread_mutex_lock(&pub_lock);
+        state[i] = FREE;
+        pthread_mutex_unlock(&pub_lock);
+        return;
+    }
     t1 = mono_ns();
-    pthread_mutex_unlock(&prof_rt.lock);
-    prof_live_publish(&snap);
-    t2 = mono_ns();
-    pthread_mutex_lock(&prof_rt.lock);
-    /* Shown with the next publish: the figures docs/BENCHMARKS.md quotes. */
-    snap.snap_ns = t1 - t0;
-    snap.publish_ns = t2 - t1;
+    pthread_mutex_lock(&pub_lock);
+    /* An older snapshot not taken yet is replaced by this one. */
+    if (state[!i] == PENDING)
+        state[!i] = FREE;
+    state[i] = PENDING;
+    snaps[i].snap_ns = t1 - t0;
+    snaps[i].publish_ns = last_publish_ns;
+    pthread_cond_signal(&pub_cond);
+    pthread_mutex_unlock(&pub_lock);
+    /* The snapshot holds the lock (a table of 100k stages: tens of ms):
+     * publish less often then, so that it holds it for at most a
+     * PROF_LIVE_LOCK_SHARE-th of the time. */
+    if ((t1 - t0) * PROF_LIVE_LOCK_SHARE > PROF_LIVE_PERIOD_NS)
+        next_ns = now + (t1 - t0) * PROF_LIVE_LOCK_SHARE;
 }
 
 void prof_live_stop(void)
@@ -334,20 +437,30 @@ void prof_live_stop(void)
 
     if (!wanted())
         return;
+    if (pub_running && pub_pid == prof_process_get()->pid) {
+        pthread_mutex_lock(&pub_lock);
+        pub_stop = 1;
+        pthread_cond_signal(&pub_cond);
+        pthread_mutex_unlock(&pub_lock);
+        pthread_join(pub_thread, NULL);
+        pub_running = pub_stop = 0;
+        state[0] = state[1] = FREE;
+    }
     /* The metrics file gets the final numbers; the server and the live
      * file go. */
     if (prof_config_get()->metrics == PROF_METRICS_FILE) {
         pthread_mutex_lock(&prof_rt.lock);
         if (prof_rt.started)
-            took = prof_live_snap_take_locked(&snap);
+            took = prof_live_snap_take_locked(&snaps[0]);
         pthread_mutex_unlock(&prof_rt.lock);
         if (took == 0)
-            prof_metrics_publish(&snap);
+            prof_metrics_publish(&snaps[0]);
     }
     prof_metrics_stop();
     if (file_fd >= 0 && file_pid == prof_process_get()->pid)
         unlink(file_path);
     file_forget();
-    prof_live_snap_free(&snap);
+    prof_live_snap_free(&snaps[0]);
+    prof_live_snap_free(&snaps[1]);
     next_ns = 0;
 }

@@ -4,8 +4,9 @@
  *
  * Two halves, so that a collector sink can call them: a snapshot taken with
  * the runtime lock held (numbers only, bounded by PROF_LIVE_MAX_ROWS), and
- * a publish that does every write with the lock released. The zone's path
- * is untouched: all of it runs on the collector, once a second. */
+ * a publish that does every write with the lock released, on a thread of
+ * its own (prof-live), so the collector never waits on a file, a socket or
+ * the metrics' formatting. The zone's path is untouched. */
 #ifndef PROF_LIVE_H
 #define PROF_LIVE_H
 
@@ -16,8 +17,10 @@
  * rest are counted in folded), so the cost per second is bounded however
  * many names a program makes. */
 #define PROF_LIVE_MAX_ROWS 4096
-/* How often the collector publishes. */
+/* How often the collector publishes: every second, or less often where
+ * the snapshot costs more than a PROF_LIVE_LOCK_SHARE-th of that. */
 #define PROF_LIVE_PERIOD_NS 1000000000ull
+#define PROF_LIVE_LOCK_SHARE 50
 
 struct prof_live_row {
     const char *name;            /* interned: valid until exit */
@@ -73,8 +76,9 @@ struct prof_live_file_row {
     double p50_ns, p95_ns, p99_ns;
 };
 
-/* The collector's hook: once a PROF_LIVE_PERIOD_NS, snapshot (lock held),
- * then publish with the lock released. Lock held on entry and return. */
+/* The collector's hook: once a PROF_LIVE_PERIOD_NS, a snapshot (lock
+ * held), handed to the publisher thread (started on the first call), which
+ * calls prof_live_publish. Lock held; never released. */
 void prof_live_tick_locked(uint64_t now_ns);
 
 /* Fill snap (rows reused from call to call). Lock held. 0 or -ENOMEM. */
@@ -82,11 +86,12 @@ int prof_live_snap_take_locked(struct prof_live_snap *snap);
 void prof_live_snap_free(struct prof_live_snap *snap);
 
 /* Write snap to this process's file and hand it to the metrics. Lock NOT
- * held. */
+ * held; one caller at a time (the publisher thread, or prof_live_stop). */
 void prof_live_publish(const struct prof_live_snap *snap);
 
-/* At shutdown, the collector stopped, lock NOT held: a last publish for
- * the metrics file, the live file removed, the metrics server stopped. */
+/* At shutdown, the collector stopped, lock NOT held: the publisher thread
+ * stopped, a last publish for the metrics file, the live file removed, the
+ * metrics server stopped. */
 void prof_live_stop(void);
 
 /* The file's path for pid, in the directory readers look in first. 0 or
