@@ -40,29 +40,35 @@
 
 /* A label value: UTF-8 kept, \ " and newline escaped as the format says;
  * invalid bytes (the format is UTF-8) and other control bytes as the
- * four characters \xNN, the backslash escaped, so no name breaks a line. */
+ * four characters \xNN, the backslash escaped, so no name breaks a line.
+ * Runs of plain bytes go in one copy. */
 static void put_label(struct prof_buf *b, const char *s, size_t n)
 {
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    const unsigned char *p = (const unsigned char *)s, *end = p + n, *run = p;
 
     while (p < end) {
-        size_t k;
+        size_t k = 1;
 
-        if (*p == '\\') {
-            prof_buf_put(b, "\\\\", 2), p++;
-        } else if (*p == '"') {
-            prof_buf_put(b, "\\\"", 2), p++;
-        } else if (*p == '\n') {
-            prof_buf_put(b, "\\n", 2), p++;
-        } else if (*p < 0x20 || *p == 0x7f || (*p >= 0x80 && (k = prof_utf8_seq(p)) == 0) ||
-                   (*p >= 0x80 && p + k > end)) {
-            prof_buf_printf(b, "\\\\x%02x", *p), p++;
-        } else if (*p < 0x80) {
-            prof_buf_put(b, (const char *)p, 1), p++;
-        } else {
-            prof_buf_put(b, (const char *)p, k), p += k;
+        if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '"') {
+            p++;
+            continue;
         }
+        if (*p >= 0x80 && (k = prof_utf8_seq(p)) != 0 && p + k <= end) {
+            p += k;
+            continue;
+        }
+        prof_buf_put(b, (const char *)run, (size_t)(p - run));
+        if (*p == '\\')
+            prof_buf_put(b, "\\\\", 2);
+        else if (*p == '"')
+            prof_buf_put(b, "\\\"", 2);
+        else if (*p == '\n')
+            prof_buf_put(b, "\\n", 2);
+        else
+            prof_buf_printf(b, "\\\\x%02x", *p);
+        run = ++p;
     }
+    prof_buf_put(b, (const char *)run, (size_t)(p - run));
 }
 
 static void put_seconds(struct prof_buf *b, double ns)
@@ -74,14 +80,14 @@ struct path {
     size_t off, len;             /* in the paths buffer */
 };
 
-/* Each row's stage label: its names from the top joined by '/', so that a
- * stage shown under two parents in two processes stays distinct and the
- * label says where it runs. */
+/* Each row's stage label, escaped: its names from the top joined by '/',
+ * so that a stage shown under two parents in two processes stays distinct
+ * and the label says where it runs. Escaping is byte by byte, so a row's
+ * is its parent's escaped path, '/', and its own escaped name. */
 static int paths_make(const struct prof_live_snap *s, struct prof_buf *names, struct path *out)
 {
     for (size_t i = 0; i < s->len; i++) {
         const struct prof_live_row *r = &s->rows[i];
-        size_t len = strlen(r->name);
 
         out[i].off = names->len;
         if (r->parent != UINT32_MAX && r->parent < i) {
@@ -94,7 +100,7 @@ static int paths_make(const struct prof_live_snap *s, struct prof_buf *names, st
             prof_buf_commit(names, p.len);
             prof_buf_put(names, "/", 1);
         }
-        prof_buf_put(names, r->name, len);
+        put_label(names, r->name, strlen(r->name));
         out[i].len = names->len - out[i].off;
     }
     return names->failed ? -ENOMEM : 0;
@@ -103,22 +109,22 @@ static int paths_make(const struct prof_live_snap *s, struct prof_buf *names, st
 static void labels(struct prof_buf *b, const struct prof_buf *names, const struct path *p,
                    const char *rank)
 {
-    prof_buf_puts(b, "{stage=\"");
-    put_label(b, names->data + p->off, p->len);
-    prof_buf_puts(b, "\",rank=\"");
+    prof_buf_put(b, "{stage=\"", 8);
+    prof_buf_put(b, names->data + p->off, p->len);
     prof_buf_puts(b, rank);
-    prof_buf_puts(b, "\"");
 }
 
 void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
 {
-    static const char *const q[3] = { "0.5", "0.95", "0.99" };
+    static const char *const q[3] = { ",quantile=\"0.5\"} ", ",quantile=\"0.95\"} ",
+                                      ",quantile=\"0.99\"} " };
     struct prof_buf names = {0};
     struct path *paths = calloc(s->len ? s->len : 1, sizeof *paths);
-    char rank[16], r_only[32];
+    char rank[32], r_only[32];
 
-    snprintf(rank, sizeof rank, "%d", s->rank >= 0 ? s->rank : 0);
-    snprintf(r_only, sizeof r_only, "{rank=\"%s\"} ", rank);
+    /* What follows the stage's value in every label set. */
+    snprintf(rank, sizeof rank, "\",rank=\"%d\"", s->rank >= 0 ? s->rank : 0);
+    snprintf(r_only, sizeof r_only, "{rank=\"%d\"} ", s->rank >= 0 ? s->rank : 0);
     if (paths == NULL || paths_make(s, &names, paths) != 0) {
         free(paths);
         prof_buf_free(&names);
@@ -167,7 +173,7 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
         for (int k = 0; k < 3; k++) {
             prof_buf_puts(b, "prof_stage_latency_seconds");
             labels(b, &names, &paths[i], rank);
-            prof_buf_printf(b, ",quantile=\"%s\"} ", q[k]);
+            prof_buf_puts(b, q[k]);
             put_seconds(b, v[k]);
             prof_buf_put(b, "\n", 1);
         }

@@ -80,10 +80,26 @@ def test_other_requests(start):
     assert scrape(port, "/metrics", "DELETE")[0] == 405
 
 
-def test_bad_value_is_said(start):
-    p = start({"PROF_METRICS": "127.0.0.1:99999"})
+@pytest.mark.parametrize("value", ["127.0.0.1:99999", "127.0.0.1:0", "1.2.3:9464",
+                                   "example.com:9464", "127.0.0.1:", "metrics.txt"])
+def test_bad_value_is_said(start, value):
+    p = start({"PROF_METRICS": value})
     p.stop()
-    assert 'PROF_METRICS="127.0.0.1:99999" is not valid' in "".join(p.err)
+    err = "".join(p.err)
+    assert 'PROF_METRICS="%s" is not valid' % value in err
+    assert "a path ending in .prom" in err
+
+
+def test_port_taken_is_said(start):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        p = start({"PROF_METRICS": "127.0.0.1:%d" % port})
+        wait_for(lambda: "PROF_METRICS: cannot serve on 127.0.0.1:%d" % port in "".join(p.err),
+                 15, "the message")
+        before = p.progress()[1]
+        assert wait_for(lambda: p.progress()[1] > before, 15, "zones counted on")
 
 
 def test_textfile(start, tmp_path):
