@@ -20,6 +20,15 @@ from conftest import PROF_TOP, prof_top, wait_for
 STAGES = {"request", "request/parse", "request/handle", 'request/handle/db "q"\\n', "tick"}
 
 
+def test_version_and_help(env):
+    r = prof_top(env, "--version")
+    assert r.returncode == 0 and r.stdout.startswith("prof-top (prof) ")
+    r = prof_top(env, "--help")
+    assert r.returncode == 0 and "space pauses, q quits" in " ".join(r.stdout.split())
+    r = prof_top(env, "1", "--interval", "0")
+    assert r.returncode == 2
+
+
 def test_once_text(env, start):
     p = start()
     r = prof_top(env, str(p.pid), "--once")
