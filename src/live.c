@@ -3,7 +3,8 @@
  * Once a second the collector takes a snapshot of the heaviest stages with
  * the runtime lock held (numbers and interned name pointers only), then,
  * with the lock released, writes it into this process's file in shared
- * memory and hands it to the metrics (metrics.c). The file is a mapping
+ * memory and, with PROF_METRICS, hands it to the metrics thread
+ * (metrics.c formats it there). The file is a mapping
  * the writer updates in place under a sequence number (odd while writing),
  * so a reader in another process never takes a torn table for a whole one;
  * it is created 0600 and removed at exit, and readers remove the files of
@@ -33,10 +34,11 @@
 
 static uint64_t next_ns;                /* the next tick publishes from then */
 
-/* Two snapshots: the collector fills one (lock held) while the publisher
- * thread writes the other out, so the collector never waits on a file,
- * a socket or formatting the metrics. A buffer is FREE, FILLING (the
- * collector's), PENDING (ready, not taken yet) or BUSY (being written). */
+/* Two snapshots: the collector fills one (lock held) and writes it to the
+ * live file (lock released) while the metrics thread formats the other,
+ * so the collector never waits on a socket or the metrics' formatting. A
+ * buffer is FREE, FILLING (the collector's), PENDING (for the metrics
+ * thread, not taken yet) or BUSY (being formatted). */
 enum { FREE, FILLING, PENDING, BUSY };
 static struct prof_live_snap snaps[2];
 static int state[2];
@@ -44,7 +46,8 @@ static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pub_cond = PTHREAD_COND_INITIALIZER;
 static pthread_t pub_thread;
 static int pub_running, pub_stop, pub_pid;
-static uint64_t last_publish_ns;        /* under pub_lock */
+static uint64_t last_publish_ns;        /* the collector's */
+static uint64_t last_metrics_ns;        /* under pub_lock */
 
 /* The file: owned by the process that created it (a forked child makes
  * its own). */
@@ -92,19 +95,21 @@ int prof_live_snap_take_locked(struct prof_live_snap *s)
 {
     const struct prof_process *proc = prof_process_get();
     struct prof_rows rows;
-    uint32_t stack[PROF_MAX_DEPTH_ + 2];
     uint64_t now = prof_clock_now_ns();
 
     if (prof_stats_rows(&rows, 0, PROF_LIVE_MAX_ROWS) != 0)
         return -ENOMEM;
     if (rows.len > s->cap) {
         struct prof_live_row *r = realloc(s->rows, rows.len * sizeof *r);
+        uint32_t *st = r ? realloc(s->stack, rows.len * sizeof *st) : NULL;
 
-        if (r == NULL) {
+        if (r != NULL)
+            s->rows = r;
+        if (st == NULL) {
             prof_rows_free(&rows);
             return -ENOMEM;
         }
-        s->rows = r;
+        s->stack = st;
         s->cap = rows.len;
     }
     s->pid = proc->pid;
@@ -131,14 +136,13 @@ int prof_live_snap_take_locked(struct prof_live_snap *s)
         prof_stage_stats w;
 
         /* Rows come in tree order: a row's parent is the last row seen one
-         * level up (depth is below PROF_MAX_DEPTH_ + 2: the tree has no
-         * deeper chain of distinct stages than the rows hold, but guard). */
-        if (d >= sizeof stack / sizeof stack[0])
-            d = sizeof stack / sizeof stack[0] - 1;
-        stack[d] = (uint32_t)i;
+         * level up (a row's depth is at most its index). */
+        if (d > i)
+            d = (unsigned)i;
+        s->stack[d] = (uint32_t)i;
         prof_stats_fill(st, 1, 0, &w);
         r->name = st->name;
-        r->parent = d == 0 ? UINT32_MAX : stack[d - 1];
+        r->parent = d == 0 ? UINT32_MAX : s->stack[d - 1];
         r->depth = d;
         r->flags = st->flags;
         r->count = st->run.count;
@@ -159,6 +163,7 @@ int prof_live_snap_take_locked(struct prof_live_snap *s)
 void prof_live_snap_free(struct prof_live_snap *s)
 {
     free(s->rows);
+    free(s->stack);
     memset(s, 0, sizeof *s);
 }
 
@@ -280,6 +285,7 @@ static void file_write(const struct prof_live_snap *s)
     h->folded = s->folded;
     h->snap_ns = s->snap_ns;
     h->publish_ns = s->publish_ns;
+    h->metrics_ns = s->metrics_ns;
     h->publishes = ++publishes;
     fr = (struct prof_live_file_row *)(map + sizeof *h);
     off = 0;
@@ -312,7 +318,6 @@ void prof_live_publish(const struct prof_live_snap *s)
 {
     if (prof_config_get()->live)
         file_write(s);
-    prof_metrics_publish(s);
 }
 
 static int wanted(void)
@@ -325,7 +330,7 @@ static int wanted(void)
 static void *publisher_main(void *arg)
 {
     (void)arg;
-    pthread_setname_np(pthread_self(), "prof-live");
+    pthread_setname_np(pthread_self(), "prof-metrics-fmt");
     pthread_mutex_lock(&pub_lock);
     for (;;) {
         int i = state[0] == PENDING ? 0 : state[1] == PENDING ? 1 : -1;
@@ -340,9 +345,9 @@ static void *publisher_main(void *arg)
         state[i] = BUSY;
         pthread_mutex_unlock(&pub_lock);
         t0 = mono_ns();
-        prof_live_publish(&snaps[i]);
+        prof_metrics_publish(&snaps[i]);
         pthread_mutex_lock(&pub_lock);
-        last_publish_ns = mono_ns() - t0;
+        last_metrics_ns = mono_ns() - t0;
         state[i] = FREE;
     }
     pthread_mutex_unlock(&pub_lock);
@@ -378,8 +383,8 @@ static int publisher_start(void)
     if (err != 0) {
         static int logged;
 
-        prof_log_once(&logged, "live stats: cannot start their thread (%s); prof-top and "
-                      "PROF_METRICS will not see this process", strerror(err));
+        prof_log_once(&logged, "PROF_METRICS: cannot start its thread (%s); no metrics",
+                      strerror(err));
         return -err;
     }
     pub_running = 1;
@@ -388,25 +393,24 @@ static int publisher_start(void)
 
 void prof_live_tick_locked(uint64_t now)
 {
-    static int failed;
-    uint64_t t0, t1;
+    static int metrics_failed;
+    int metrics = prof_config_get()->metrics != PROF_METRICS_OFF;
+    uint64_t t0, t1, t2;
     int i;
 
-    if (now < next_ns || failed || !wanted())
+    if (now < next_ns || !wanted())
         return;
     next_ns = now + PROF_LIVE_PERIOD_NS;
     publisher_check_fork();
-    if (!pub_running && publisher_start() != 0) {
-        failed = 1;
-        return;
-    }
+    if (metrics && !pub_running && !metrics_failed && publisher_start() != 0)
+        metrics_failed = 1;
     pthread_mutex_lock(&pub_lock);
     i = state[0] == FREE ? 0 : state[1] == FREE ? 1 : -1;
     if (i >= 0)
         state[i] = FILLING;
     pthread_mutex_unlock(&pub_lock);
     if (i < 0)
-        return;    /* the publisher is behind: this second is skipped */
+        return;    /* the metrics thread is behind: this second is skipped */
     t0 = mono_ns();
     if (prof_live_snap_take_locked(&snaps[i]) != 0) {
         pthread_mutex_lock(&pub_lock);
@@ -415,14 +419,26 @@ void prof_live_tick_locked(uint64_t now)
         return;
     }
     t1 = mono_ns();
-    pthread_mutex_lock(&pub_lock);
-    /* An older snapshot not taken yet is replaced by this one. */
-    if (state[!i] == PENDING)
-        state[!i] = FREE;
-    state[i] = PENDING;
     snaps[i].snap_ns = t1 - t0;
     snaps[i].publish_ns = last_publish_ns;
-    pthread_cond_signal(&pub_cond);
+    pthread_mutex_lock(&pub_lock);
+    snaps[i].metrics_ns = last_metrics_ns;
+    pthread_mutex_unlock(&pub_lock);
+    pthread_mutex_unlock(&prof_rt.lock);
+    prof_live_publish(&snaps[i]);
+    t2 = mono_ns();
+    pthread_mutex_lock(&prof_rt.lock);
+    last_publish_ns = t2 - t1;
+    pthread_mutex_lock(&pub_lock);
+    if (pub_running) {
+        /* An older snapshot not taken yet is replaced by this one. */
+        if (state[!i] == PENDING)
+            state[!i] = FREE;
+        state[i] = PENDING;
+        pthread_cond_signal(&pub_cond);
+    } else {
+        state[i] = FREE;
+    }
     pthread_mutex_unlock(&pub_lock);
     /* The snapshot holds the lock (a table of 100k stages: tens of ms):
      * publish less often then, so that it holds it for at most a

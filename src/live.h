@@ -4,9 +4,12 @@
  *
  * Two halves, so that a collector sink can call them: a snapshot taken with
  * the runtime lock held (numbers only, bounded by PROF_LIVE_MAX_ROWS), and
- * a publish that does every write with the lock released, on a thread of
- * its own (prof-live), so the collector never waits on a file, a socket or
- * the metrics' formatting. The zone's path is untouched. */
+ * a publish with the lock released: the live file (a copy into a shared
+ * mapping) on the collector, the metrics (formatting, a .prom file) on a
+ * thread of their own, started only with PROF_METRICS, so the collector
+ * never waits on a socket or on formatting megabytes of text, and a
+ * process without PROF_METRICS has no thread but the collector. The
+ * zone's path is untouched. */
 #ifndef PROF_LIVE_H
 #define PROF_LIVE_H
 
@@ -42,8 +45,10 @@ struct prof_live_snap {
     uint32_t threads, gpu_stages;
     uint64_t stages, folded;     /* all stages; those not in rows */
     uint64_t snap_ns;            /* what taking the previous snapshot cost (lock held) */
-    uint64_t publish_ns;         /* what the previous publish cost (lock released) */
+    uint64_t publish_ns;         /* writing the previous one to the file (lock released) */
+    uint64_t metrics_ns;         /* formatting (and writing) the previous metrics */
     struct prof_live_row *rows;
+    uint32_t *stack;             /* scratch: the last row seen at each depth */
     size_t len, cap;
 };
 
@@ -65,8 +70,8 @@ struct prof_live_file_header {
     char program[64], host[64];
     uint64_t real_ns, run_ns, win_ns, win_start_step, steps, dropped;
     uint32_t threads, gpu_stages;
-    uint64_t stages, folded, snap_ns, publish_ns, publishes;
-    uint64_t reserved[8];
+    uint64_t stages, folded, snap_ns, publish_ns, publishes, metrics_ns;
+    uint64_t reserved[7];
 };
 
 struct prof_live_file_row {
@@ -77,19 +82,20 @@ struct prof_live_file_row {
 };
 
 /* The collector's hook: once a PROF_LIVE_PERIOD_NS, a snapshot (lock
- * held), handed to the publisher thread (started on the first call), which
- * calls prof_live_publish. Lock held; never released. */
+ * held), written to the live file with the lock released, then handed to
+ * the metrics thread (PROF_METRICS; started on the first call). Lock held
+ * on entry and return. */
 void prof_live_tick_locked(uint64_t now_ns);
 
 /* Fill snap (rows reused from call to call). Lock held. 0 or -ENOMEM. */
 int prof_live_snap_take_locked(struct prof_live_snap *snap);
 void prof_live_snap_free(struct prof_live_snap *snap);
 
-/* Write snap to this process's file and hand it to the metrics. Lock NOT
- * held; one caller at a time (the publisher thread, or prof_live_stop). */
+/* Write snap to this process's live file (PROF_LIVE). Lock NOT held; one
+ * caller at a time. */
 void prof_live_publish(const struct prof_live_snap *snap);
 
-/* At shutdown, the collector stopped, lock NOT held: the publisher thread
+/* At shutdown, the collector stopped, lock NOT held: the metrics thread
  * stopped, a last publish for the metrics file, the live file removed, the
  * metrics server stopped. */
 void prof_live_stop(void);

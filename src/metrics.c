@@ -84,13 +84,21 @@ struct path {
  * so that a stage shown under two parents in two processes stays distinct
  * and the label says where it runs. Escaping is byte by byte, so a row's
  * is its parent's escaped path, '/', and its own escaped name. */
+#define PROF_METRICS_PATH_MAX 256
+
 static int paths_make(const struct prof_live_snap *s, struct prof_buf *names, struct path *out)
 {
     for (size_t i = 0; i < s->len; i++) {
         const struct prof_live_row *r = &s->rows[i];
+        int nested = r->parent != UINT32_MAX && r->parent < i;
 
         out[i].off = names->len;
-        if (r->parent != UINT32_MAX && r->parent < i) {
+        if (nested && out[r->parent].len > PROF_METRICS_PATH_MAX) {
+            /* A chain thousands deep would make labels of megabytes: past
+             * that, the path is cut at the front. A stage is one row, so
+             * its name alone keeps the label distinct. */
+            prof_buf_put(names, ".../", 4);
+        } else if (nested) {
             /* Copied out first: the buffer may move as it grows. */
             struct path p = out[r->parent];
 

@@ -28,10 +28,11 @@ VERSION = 1
 PREFIX = "prof-live-"
 
 # src/live.h: struct prof_live_file_header and prof_live_file_row.
-_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQ64x")
+_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQ56x")
 _ROW = struct.Struct("=IIIIIIQQQQQQddd")
 _SEQ_OFFSET = 24
 _NO_PARENT = 0xFFFFFFFF
+_PATH_MAX = 256
 
 
 class LiveError(Exception):
@@ -134,7 +135,7 @@ def _parse(data):
     h = _HEADER.unpack_from(data, 0)
     (_, _, header_size, row_size, nrows, seq, size, pid, rank, program, host,
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
-     stages, folded, snap_ns, publish_ns, publishes) = h
+     stages, folded, snap_ns, publish_ns, publishes, metrics_ns) = h
     names_at = header_size + nrows * row_size
     rows = []
     for i in range(nrows):
@@ -143,7 +144,12 @@ def _parse(data):
          win_count, win_total, p50, p95, p99) = r
         name = data[names_at + name_off:names_at + name_off + name_len].decode("utf-8", "replace")
         parent = None if parent == _NO_PARENT else parent
-        path = name if parent is None else rows[parent]["path"] + "/" + name
+        if parent is None:
+            path = name
+        elif len(rows[parent]["path"]) > _PATH_MAX:
+            path = ".../" + name    # as the metrics label: a deep chain's path is cut
+        else:
+            path = rows[parent]["path"] + "/" + name
         rows.append({
             "name": name, "path": path, "parent": parent, "depth": depth,
             "gpu": bool(flags & 1), "count": count, "total_ns": total, "self_ns": self_ns,
@@ -156,7 +162,8 @@ def _parse(data):
         "window_s": win_ns / 1e9, "window_start_step": win_start_step, "steps": steps,
         "dropped": dropped, "threads": threads, "gpu_stages": gpu_stages, "stages": stages,
         "folded": folded, "publishes": publishes, "seq": seq,
-        "cost_us": {"snapshot": snap_ns / 1e3, "publish": publish_ns / 1e3},
+        "cost_us": {"snapshot": snap_ns / 1e3, "publish": publish_ns / 1e3,
+                    "metrics": metrics_ns / 1e3},
         "rows": rows,
     }
 
