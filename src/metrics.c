@@ -9,9 +9,9 @@
  * any other method 405. It never takes the runtime lock and the collector
  * never waits for it: they share only a reference-counted buffer, swapped
  * under a mutex held for a pointer's copy. At most PROF_METRICS_MAX_CONN
- * connections are open (a new one closes the one idle longest) and each
- * lives PROF_METRICS_CONN_NS at most, so clients that connect and say
- * nothing cost a bounded set of descriptors and nothing else. */
+ * connections are open (a new one closes the oldest that has said nothing)
+ * and each lives PROF_METRICS_CONN_NS at most, so clients that connect and
+ * say nothing cost a bounded set of descriptors and nothing else. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -255,6 +255,7 @@ static struct text *text_get(void)
 struct conn {
     int fd;
     uint64_t opened, active;     /* ns */
+    uint64_t seq;                /* order of acceptance */
     size_t got;                  /* request bytes read */
     char req[PROF_METRICS_MAX_REQUEST];
     /* The answer being sent: head then body (a held text, or static). */
@@ -390,9 +391,46 @@ static int conn_write(struct conn *c)
     return 1;
 }
 
-static void accept_all(uint64_t now)
+/* Read the request if it is there, and answer as far as the socket
+ * takes it; nonzero when the connection is done with. */
+static int conn_service(struct conn *c)
 {
-    for (;;) {
+    int done = 0;
+
+    if (c->head_len == 0)
+        done = conn_read(c);
+    if (!done && c->head_len)
+        done = conn_write(c);
+    return done;
+}
+
+/* The connection to close for a new one: one that has not sent its request,
+ * accepted first; else the one idle longest. */
+static int conn_victim(void)
+{
+    int v = -1;
+
+    for (int i = 0; i < PROF_METRICS_MAX_CONN; i++)
+        if (conns[i]->head_len == 0 && (v < 0 || conns[i]->seq < conns[v]->seq))
+            v = i;
+    if (v >= 0)
+        return v;
+    v = 0;
+    for (int i = 1; i < PROF_METRICS_MAX_CONN; i++)
+        if (conns[i]->active < conns[v]->active)
+            v = i;
+    return v;
+}
+
+/* A few at a time, each served at once if its request is already in: a
+ * flood of connections that say nothing then turns over the table of
+ * idle ones, and a scraper's request, sent with its connection, is
+ * answered as it is accepted. */
+static void accept_some(uint64_t now)
+{
+    static uint64_t seq;
+
+    for (int n = 0; n < PROF_METRICS_MAX_CONN / 4; n++) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), slot = -1;
         struct conn *c;
 
@@ -402,12 +440,7 @@ static void accept_all(uint64_t now)
             if (conns[i] == NULL)
                 slot = i;
         if (slot < 0) {
-            /* Full: the one idle longest makes room (a flood of idle
-             * connections cannot lock out a scraper). */
-            slot = 0;
-            for (int i = 1; i < PROF_METRICS_MAX_CONN; i++)
-                if (conns[i]->active < conns[slot]->active)
-                    slot = i;
+            slot = conn_victim();
             conn_close(slot);
         }
         if ((c = calloc(1, sizeof *c)) == NULL) {
@@ -416,7 +449,10 @@ static void accept_all(uint64_t now)
         }
         c->fd = fd;
         c->opened = c->active = now;
+        c->seq = ++seq;
         conns[slot] = c;
+        if (conn_service(c))
+            conn_close(slot);
     }
 }
 
@@ -461,15 +497,13 @@ static void *server_main(void *arg)
             c->active = now;
             if (pfd[k].revents & (POLLERR | POLLNVAL))
                 done = 1;
-            else if (c->head_len == 0)
-                done = conn_read(c);
-            if (!done && c->head_len)
-                done = conn_write(c);
+            else
+                done = conn_service(c);
             if (done)
                 conn_close(map[k]);
         }
         if (pfd[1].revents & POLLIN)
-            accept_all(now);
+            accept_some(now);
     }
     for (int i = 0; i < PROF_METRICS_MAX_CONN; i++)
         if (conns[i] != NULL)

@@ -21,7 +21,8 @@ void prof_metrics_publish(const struct prof_live_snap *snap);
 void prof_metrics_stop(void);
 
 /* The server's limits: connections open at once (a new one beyond that
- * closes the one idle longest), and how long one may take in all. */
+ * closes the oldest that has not sent its request), and how long one may
+ * take in all. */
 #define PROF_METRICS_MAX_CONN 64
 #define PROF_METRICS_CONN_NS (5 * 1000000000ull)
 #define PROF_METRICS_MAX_REQUEST 8192

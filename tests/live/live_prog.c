@@ -17,8 +17,8 @@
 
 #include <prof.h>
 
-static volatile int done;
-static volatile long requests;
+static int done;
+static long requests;
 
 static double now_s(void)
 {
@@ -41,7 +41,7 @@ static void *progress(void *arg)
     int ready = 0;
 
     (void)arg;
-    while (!done) {
+    while (!__atomic_load_n(&done, __ATOMIC_RELAXED)) {
         prof_stage_stats st;
         double t0 = now_s(), t1;
         int err = prof_flush();
@@ -53,7 +53,8 @@ static void *progress(void *arg)
             printf("ready\n");
             ready = 1;
         }
-        printf("progress %ld %llu %.0f\n", requests, (unsigned long long)st.count,
+        printf("progress %ld %llu %.0f\n", __atomic_load_n(&requests, __ATOMIC_RELAXED),
+               (unsigned long long)st.count,
                (t1 - t0) * 1e6);
         fflush(stdout);
         usleep(250000);
@@ -89,11 +90,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5; i++) {
             PROF_ZONE("tick");
         }
-        requests++;
+        __atomic_add_fetch(&requests, 1, __ATOMIC_RELAXED);
         prof_step();
         usleep(1000);
     }
-    done = 1;
+    __atomic_store_n(&done, 1, __ATOMIC_RELAXED);
     pthread_join(th, NULL);
     return 0;
 }
