@@ -311,6 +311,9 @@ static void file_write(const struct prof_live_snap *s)
         memcpy(map + sizeof *h + s->len * sizeof *fr + off, r->name, len);
         off += len;
     }
+    /* Release: a reader that sees this even number sees every byte above
+     * (the odd store and the fence before the rows pair with the reader's
+     * second read of seq: a reader that saw any new byte sees seq moved). */
     __atomic_store_n(&h->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
