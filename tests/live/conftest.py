@@ -106,6 +106,11 @@ def start(env):
         progs.append(p)
         if ready:
             p.wait_line(lambda s: s == "ready", 20)
+            if e.get("PROF_LIVE") != "0":
+                # Published at the collector's first wake after the start,
+                # which may come after the first zones are counted.
+                path = os.path.join(e["XDG_RUNTIME_DIR"], "prof-live-%d" % p.pid)
+                wait_for(lambda: os.path.exists(path), 20, "the live file")
         return p
 
     yield run
