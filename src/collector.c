@@ -25,6 +25,7 @@
 #include "cuda.h"
 #include "env.h"
 #include "fdio.h"
+#include "live.h"
 #include "log.h"
 #include "loss.h"
 #include "process.h"
@@ -958,6 +959,7 @@ static void *collector_main(void *arg)
             break;
         }
         prof_periodic_locked(prof_clock_now_ns());
+        prof_live_tick_locked(prof_clock_now_ns());   /* prof-top, PROF_METRICS */
     }
     prof_rt_unlock();
     return NULL;

@@ -178,6 +178,40 @@ static char *dup_or_warn(const char *s)
     return d;
 }
 
+int prof_parse_addr(const char *s, uint32_t *addr, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':'), *p = colon ? colon + 1 : s, *end;
+    uint32_t a = 0x7f000001u;
+    uint64_t v;
+
+    if (parse_u64(p, &end, &v) != 0 || *end != '\0' || v == 0 || v > 65535)
+        return -EINVAL;
+    if (colon != NULL && colon != s) {
+        size_t len = (size_t)(colon - s);
+        const char *q = s;
+
+        if (len == 9 && strncmp(s, "localhost", 9) == 0)
+            goto done;
+        a = 0;
+        for (int i = 0; i < 4; i++) {
+            uint64_t b;
+
+            if (parse_u64(q, &end, &b) != 0 || b > 255 || end > colon)
+                return -EINVAL;
+            a = a << 8 | (uint32_t)b;
+            if (i < 3 && *end != '.')
+                return -EINVAL;
+            q = end + 1;
+        }
+        if (end != colon)
+            return -EINVAL;
+    }
+done:
+    *addr = a;
+    *port = (uint16_t)v;
+    return 0;
+}
+
 int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char *name))
 {
     const char *v;
@@ -190,6 +224,7 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
     cfg->buffer = PROF_BUFFER_DEFAULT;
     cfg->buffer_warm = PROF_BUFFER_DEFAULT_WARM;
     cfg->trace_step_last = UINT64_MAX;
+    cfg->live = 1;
 
     if ((v = lookup("PROF")) != NULL) {
         if (parse_switch(v, &sw) == 0)
@@ -264,6 +299,29 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
         else
             bad++, bad_value("PROF_NVTX", v, "0 or 1", "0");
     }
+    if ((v = lookup("PROF_LIVE")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->live = sw == PROF_SWITCH_ON;
+        else
+            bad++, bad_value("PROF_LIVE", v, "0 or 1", "1");
+    }
+    if ((v = lookup("PROF_METRICS")) != NULL) {
+        size_t len = strlen(v);
+
+        /* A path ends in .prom (node_exporter's textfile collector reads
+         * only those); anything else is an address. */
+        if (len > 5 && strcmp(v + len - 5, ".prom") == 0) {
+            if ((cfg->metrics_path = dup_or_warn(v)) != NULL)
+                cfg->metrics = PROF_METRICS_FILE;
+        } else if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0) {
+            cfg->metrics = PROF_METRICS_OFF;
+        } else if (prof_parse_addr(v, &cfg->metrics_addr, &cfg->metrics_port) == 0) {
+            cfg->metrics = PROF_METRICS_HTTP;
+        } else {
+            bad++, bad_value("PROF_METRICS", v, "HOST:PORT with an IPv4 host (127.0.0.1:9464), "
+                             "PORT, or a path ending in .prom", "no metrics");
+        }
+    }
     if ((v = lookup("PROF_SKIP_STEPS")) != NULL) {
         char *end;
         unsigned long long steps;
@@ -283,6 +341,7 @@ void prof_config_clear(struct prof_config *cfg)
     free(cfg->summary_path);
     free(cfg->trace_path);
     free(cfg->cuda_lib);
+    free(cfg->metrics_path);
     memset(cfg, 0, sizeof *cfg);
 }
 

@@ -28,7 +28,14 @@ struct prof_config {
     int cuda;                    /* PROF_CUDA: enum prof_cuda_mode */
     char *cuda_lib;              /* PROF_CUDA_LIB: driver library to dlopen, or NULL */
     int nvtx;                    /* PROF_NVTX=1 */
+    int live;                    /* PROF_LIVE: 1 (default) or 0 */
+    int metrics;                 /* PROF_METRICS: enum prof_metrics_mode */
+    char *metrics_path;          /* PROF_METRICS=PATH.prom, malloc'd, or NULL */
+    uint32_t metrics_addr;       /* PROF_METRICS=HOST:PORT: IPv4, host order */
+    uint16_t metrics_port;
 };
+
+enum prof_metrics_mode { PROF_METRICS_OFF = 0, PROF_METRICS_HTTP = 1, PROF_METRICS_FILE = 2 };
 
 #define PROF_BUFFER_DEFAULT (128u * 1024u)
 #define PROF_BUFFER_DEFAULT_WARM (32u * 1024u)   /* src/ring.h: warm and cold slots */
@@ -58,5 +65,8 @@ int prof_parse_size(const char *s, uint64_t *out);       /* "64k", "1M", "4096" 
 int prof_parse_every(const char *s, uint64_t *ns, uint64_t *steps); /* "10s", "500ms", "100steps";
                                                                      -ERANGE past 2^63 ns */
 int prof_parse_range(const char *s, uint64_t *first, uint64_t *last); /* "A-B", "A-", "A" */
+/* PROF_METRICS's address: "HOST:PORT", ":PORT" or "PORT" (host 127.0.0.1),
+ * HOST a dotted IPv4 address or "localhost"; port 1-65535. */
+int prof_parse_addr(const char *s, uint32_t *addr, uint16_t *port);
 
 #endif

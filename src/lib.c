@@ -13,6 +13,7 @@
 #include "env.h"
 #include "fdio.h"
 #include "intern.h"
+#include "live.h"
 #include "log.h"
 #include "loss.h"
 #include "nvtx.h"
@@ -726,6 +727,7 @@ PROF_API int prof_shutdown(void)
     prof_rt_lock();
     prof_final_report_locked();
     prof_rt_unlock();
+    prof_live_stop();
     pthread_mutex_unlock(&control_lock);
     prof_log_release();
     return 0;
