@@ -848,12 +848,33 @@ void prof_collector_atfork_child(void)
     }
 }
 
+void prof_collect_all_locked(void)
+{
+    /* Windows are cut at their steps here too, one summary written at a
+     * time, while the rings have little waiting; a thread that steps on
+     * meanwhile is not chased for ever: past 64 windows, one drain to the
+     * end merges the rest. */
+    exact_steps = 1;
+    for (int i = 0; i < 64; i++) {
+        drain_stopped = 0;
+        prof_collect_locked();
+        summary_write_pending_locked();
+        if (!drain_stopped)
+            break;
+    }
+    exact_steps = 0;
+    if (drain_stopped) {
+        drain_stopped = 0;
+        prof_collect_locked();
+    }
+}
+
 void prof_final_report_locked(void)
 {
     uint64_t deadline;
     size_t incomplete;
 
-    prof_collect_locked();
+    prof_collect_all_locked();
     /* GPU zones still running get 2 s, waited for with the lock released
      * (threads that still record or flush go on meanwhile). */
     for (deadline = prof_clock_now_ns() + 2000000000u;;) {

@@ -429,7 +429,7 @@ static int lock_flushed(void)
         prof_rt_unlock();
         return -ESRCH;
     }
-    prof_collect_locked();
+    prof_collect_all_locked();
     /* The collector writes what this drain gave the trace: this thread
      * never waits on the disk. */
     if (prof_trace_pending())

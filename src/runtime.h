@@ -73,4 +73,9 @@ int prof_runtime_ready(void);
 /* Drain every ring into the statistics and the trace. Lock held. */
 void prof_collect_locked(void);
 
+/* The same for a caller that is not the collector (prof_flush, the exit):
+ * drains until every ring is empty, writing the step summaries that come
+ * due on the way one at a time. Lock held. */
+void prof_collect_all_locked(void);
+
 #endif
