@@ -27,6 +27,10 @@ The last line has a fixed form for scripts:
 where ratio = zone / nullctx and record_function is the profiler-on
 figure (what a user pays when they actually collect; "n/a" without torch).
 
+A second line gives a zone's cost on the asyncio path (four tasks taking
+turns, each zone spanning one await):
+  prof-bench python-async: zone=<ns> ...
+
 Run: PYTHONPATH=build/python python3 bench/python_overhead.py [--quick]
 """
 
@@ -162,6 +166,25 @@ def loop_pyclass(n):
             pass
 
 
+def async_per_zone(n, make):
+    """ns per `with make("x"):` block in four asyncio tasks that take turns
+    (each block awaits once, so every zone begins and ends right after
+    another task's: the task-switching path of docs/PYTHON.md)."""
+    import asyncio
+
+    async def worker(k):
+        for _ in range(k):
+            with make("x"):
+                await asyncio.sleep(0)
+
+    async def main():
+        await asyncio.gather(*(worker(n // 4) for _ in range(4)))
+
+    t0 = time.perf_counter_ns()
+    asyncio.run(main())
+    return (time.perf_counter_ns() - t0) / n
+
+
 def measure(fn, n):
     t0 = time.perf_counter_ns()
     fn(n)
@@ -266,6 +289,15 @@ def main():
           f"track / zone = {net['track'] / net['zone']:.2f}, "
           f"pytracker / zone = {net['pytracker'] / net['zone']:.1f}"
           + (f", record_function_on / zone = {rf_on / net['zone']:.1f}" if rf_on else ""))
+
+    # Zones across awaits: the same loop of tasks with a no-op context
+    # manager from a C call (nullcall's) and with prof.zone.
+    n_async = max(N // 10, 5000)
+    async_null = min(async_per_zone(n_async, _prof._null_track) for _ in range(REPEATS))
+    async_zone = min(async_per_zone(n_async, prof.zone) for _ in range(REPEATS))
+    print(f"prof-bench python-async: zone={async_zone - async_null:.0f} "
+          f"(per zone whose task took turns with three others, over a no-op context "
+          f"manager: {async_null:.0f} ns per block of the loop)")
 
     rf_txt = f"{rf_on:.0f}" if rf_on is not None else "n/a"
     print(f"prof-bench python: zone={net['zone']:.0f} nullctx={net['nullctx']:.0f} "

@@ -69,6 +69,9 @@ typedef struct ContextStack {
     struct prof_thread_ *thread;        /* the thread whose levels base names */
     uint32_t base_depth, base_path;     /* where its first zone opens */
     uint32_t lane;                      /* its zones' lane (0: the thread's) */
+    int holes;                          /* a zone under the top ended first
+                                           (a generator's) since it was last
+                                           empty */
     size_t n, cap;
     open_zone *v;
     struct ContextStack *prev, *next;   /* every live stack */
@@ -129,6 +132,9 @@ typedef struct {
     uint32_t set_depth, set_path;
     uint32_t floor_depth, floor_path;
     int has_base;                       /* a stack of lane 0 was made here */
+    ContextStack *last;                 /* the stack of the last Python zone
+                                           opened or ended here (identity
+                                           only: never dereferenced) */
 } thread_py;
 
 /* initial-exec: one %fs-relative load instead of a __tls_get_addr call per
@@ -280,6 +286,7 @@ static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
     s->thread = t;
     /* The thread's first context keeps the thread's own nesting; every
      * later one (tasks, callbacks) gets a lane. */
+    s->holes = 0;
     s->lane = tp->has_base ? lane_take() : 0;
     tp->has_base = 1;
     s->n = 0;
@@ -347,21 +354,15 @@ static int stack_grow(ContextStack *s)
 static PyObject *special_wrapper;  /* prof._wrap_special, set by __init__ */
 PyObject *update_wrapper;          /* functools.update_wrapper */
 
-static int zone_open(ZoneObject *self)
+/* Open a zone in stack s when another context's zone was the last on
+ * this thread (or none was): the thread's nesting becomes this context's
+ * first. */
+static void zone_open_switch(ZoneObject *self, thread_py *tp, ContextStack *s)
 {
-    thread_py *tp = tls_py;
-    ContextStack *s;
-    struct prof_thread_ *t;
+    struct prof_thread_ *t = self_thread();
     open_zone *e;
     uint32_t depth, path;
 
-    if (UNLIKELY(tp == NULL) && (tp = thread_py_get()) == NULL)
-        return -1;
-    if (UNLIKELY((s = stack_get(tp)) == NULL))
-        return -1;
-    if (UNLIKELY(s->n == s->cap) && stack_grow(s) < 0)
-        return -1;
-    t = self_thread();
     stack_top(s, &depth, &path);
     if (t != NULL) {
         if (!python_owns_state(tp, t)) {
@@ -394,6 +395,37 @@ static int zone_open(ZoneObject *self)
     }
     if (s->thread == NULL)
         s->thread = t;
+    tp->last = s;
+}
+
+/* Inlined into Zone.__enter__/__exit__ and the wrapper: this is the whole
+ * cost of a Python zone. */
+static inline __attribute__((always_inline)) int zone_open(ZoneObject *self)
+{
+    thread_py *tp = tls_py;
+    ContextStack *s;
+    struct prof_thread_ *t;
+    open_zone *e;
+
+    if (UNLIKELY(tp == NULL) && (tp = thread_py_get()) == NULL)
+        return -1;
+    if (UNLIKELY((s = stack_get(tp)) == NULL))
+        return -1;
+    if (UNLIKELY(s->n == s->cap) && stack_grow(s) < 0)
+        return -1;
+    t = self_thread();
+    if (UNLIKELY(s != tp->last || t == NULL)) {
+        zone_open_switch(self, tp, s);
+        return 0;
+    }
+    /* The same context as the last Python zone here: the thread's nesting
+     * is this context's (or C zones opened inside it since), as in a
+     * program without tasks. */
+    e = &s->v[s->n++];
+    e->key = self->name;
+    e->z = prof_zone_begin_inline_(self->name);
+    e->in_depth = tp->set_depth = thread_depth(t);
+    e->in_path = tp->set_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -405,14 +437,20 @@ static PyObject *Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* End the zone of entry i of stack s, begun on this thread. */
-static void end_own(thread_py *tp, ContextStack *s, size_t i)
+static inline __attribute__((always_inline)) void end_own(thread_py *tp, ContextStack *s,
+                                                          size_t i)
 {
     open_zone e = s->v[i];
     struct prof_thread_ *t = self_thread();
     uint32_t depth, path;
 
-    memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
+    if (UNLIKELY(i + 1 != s->n)) {
+        memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
+        s->holes = 1;
+    }
     s->n--;
+    if (s->n == 0)
+        s->holes = 0;
     if (e.z.start != 0 && begun_here(&e.z, t)) {
         /* Make it the innermost zone of the thread, whatever other tasks
          * opened meanwhile: their zones are not inside this one. */
@@ -431,6 +469,7 @@ static void end_own(thread_py *tp, ContextStack *s, size_t i)
         tp->set_depth = depth;
         tp->set_path = path;
         tp->set_valid = 1;
+        tp->last = s;
         return;
     }
     /* Begun while off, or on a thread this context ran on before. */
@@ -474,6 +513,8 @@ static int zone_close_slow(ZoneObject *self, thread_py *tp, ContextStack *s)
                 end_own(tp, o, i);
                 return 0;
             }
+            if (i + 1 != o->n)
+                o->holes = 1;
             memmove(&o->v[i], &o->v[i + 1], (o->n - i - 1) * sizeof(*o->v));
             o->n--;
             return refuse(self, &z);
@@ -493,7 +534,7 @@ static int zone_close_slow(ZoneObject *self, thread_py *tp, ContextStack *s)
     return -1;
 }
 
-static int zone_close(ZoneObject *self)
+static inline __attribute__((always_inline)) int zone_close(ZoneObject *self)
 {
     thread_py *tp = tls_py;
     ContextStack *s;
@@ -502,6 +543,33 @@ static int zone_close(ZoneObject *self)
         return -1;
     if (UNLIKELY((s = stack_get(tp)) == NULL))
         return -1;
+    if (LIKELY(s == tp->last && s->n != 0 && s->v[s->n - 1].key == self->name)) {
+        /* The innermost zone of the context whose zone was the last here:
+         * the thread's nesting is already its. */
+        struct prof_thread_ *t = self_thread();
+        prof_zone z = s->v[--s->n].z;
+        uint32_t depth, path;
+        int on = z.start != 0;   /* the end clears it */
+
+        if (s->lane != 0)
+            prof_zone_end_lane_(&z, s->lane);
+        else
+            prof_zone_end_inline_(&z);
+        /* Where the context goes on: inside its innermost zone still open
+         * (which is where this zone began, unless a generator's zone under
+         * it ended first). */
+        if (UNLIKELY(s->holes)) {
+            stack_top(s, &depth, &path);
+            if (t != NULL && on && (depth != z.depth || path != z.parent))
+                prof_zone_resume_(depth, path);
+            s->holes = s->n != 0;
+        }
+        if (t != NULL) {
+            tp->set_depth = thread_depth(t);
+            tp->set_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
+        }
+        return 0;
+    }
     if (LIKELY(s->n != 0 && s->v[s->n - 1].key == self->name)) {
         end_own(tp, s, s->n - 1);
         return 0;
