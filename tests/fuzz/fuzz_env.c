@@ -29,6 +29,12 @@ static const char *const var_names[NVARS] = {
     "PROF_NVTX", "PROF_SKIP_STEPS",
 };
 
+/* Documented too (docs/CONFIG.md, docs/LIVE.md), checked by the live
+ * suite's own tests rather than fuzzed here: looked up, always unset. */
+#define NQUIET 2
+static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS"};
+static int quiet_looked_up[NQUIET];
+
 static const char *values[NVARS];
 static int looked_up[NVARS];
 
@@ -39,6 +45,13 @@ static const char *lookup(const char *name)
             FUZZ_CHECK(looked_up[i] == 0, "%s looked up twice", name);
             looked_up[i] = 1;
             return values[i];
+        }
+    }
+    for (int i = 0; i < NQUIET; i++) {
+        if (strcmp(name, quiet_names[i]) == 0) {
+            FUZZ_CHECK(quiet_looked_up[i] == 0, "%s looked up twice", name);
+            quiet_looked_up[i] = 1;
+            return NULL;
         }
     }
     FUZZ_CHECK(0, "lookup of an undocumented variable %s", name);
@@ -283,6 +296,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         values[i] = (size_t)i < npieces && pieces[i][0] != '\0' ? pieces[i] : NULL;
         looked_up[i] = 0;
     }
+    for (int i = 0; i < NQUIET; i++)
+        quiet_looked_up[i] = 0;
     for (size_t i = 0; i < npieces; i++)
         check_parsers(pieces[i]);
 
