@@ -631,7 +631,7 @@ enum {
     PROF_RECORD_MARK_ = 2,
     PROF_RECORD_STEP_ = 3,     /* end holds the step number */
     PROF_RECORD_CUDA_ = 4,     /* start holds the pooled event pair */
-    PROF_RECORD_CUDA_CPU_ = 5, /* a zone's CPU side; the GPU side follows */
+    /* 5: unused */
     PROF_RECORD_SKIP_ = 6,     /* not a record: the owner wrapped early, and
                                   end slots, this one included, hold nothing */
     PROF_RECORD_GAP_ = 7       /* not a zone: records were dropped (ring

@@ -13,10 +13,6 @@ void prof_clock_init(void);
 /* Refine the tick rate against CLOCK_MONOTONIC. Collector thread only. */
 void prof_clock_calibrate(void);
 
-/* Convert ticks (from prof_ticks_()) to CLOCK_MONOTONIC nanoseconds. Any
- * thread; uses the latest calibration. */
-uint64_t prof_clock_to_ns(uint64_t ticks);
-
 /* Convert a tick difference to nanoseconds. */
 uint64_t prof_clock_delta_ns(uint64_t ticks);
 

@@ -1020,7 +1020,6 @@ int prof_collector_start_locked(void)
                       strerror(err));
         return -err;
     }
-    prof_rt.collector = collector_id;
     prof_rt.stopping = 0;
     __atomic_store_n(&prof_rt.collector_running, 1, __ATOMIC_RELEASE);
     /* Wait until the new thread holds the lock (the wait releases it), so

@@ -21,7 +21,6 @@ struct prof_runtime {
     int fork_pending;             /* forked child not set up yet (atomic) */
     int stopping;                 /* the collector is asked to exit */
     int shut_down;                /* prof_shutdown ran */
-    pthread_t collector;
     uint64_t start_ns;            /* CLOCK_MONOTONIC at start: wall time base */
     uint64_t window_start_ns;
     uint64_t window_start_step;
