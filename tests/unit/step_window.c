@@ -21,7 +21,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static char *periodic[64];
 static int nperiodic;
-static volatile int stop;
+static int stop;   /* atomic: set by main, read by the loader */
 
 static void handler(void *user, const char *text, int kind)
 {
@@ -76,7 +76,7 @@ static void *loader(void *arg)
 {
     (void)arg;
     prof_thread_name("loader");
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
         PROF_ZONE("load");
         test_spin_ns(150000);
     }
@@ -124,7 +124,7 @@ int main(int argc, char **argv)
         { PROF_ZONE("backward"); test_spin_ns(150000); }
         prof_step();
     }
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     CHECK_EQ(pthread_join(th, NULL), 0);
     CHECK_EQ(prof_flush(), 0);
     /* Every window's summary, or merged ones (issue 20: a summary that
