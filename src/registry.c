@@ -8,6 +8,7 @@
  * waits for that. */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,13 +139,26 @@ static struct prof_thread *slot_new(void)
     struct prof_thread *t = slot_take();
 
     if (t != NULL) {
-        uint32_t gen = t->hot.depth & ~(uint32_t)0xffff;
+        /* Cleared but for two words a late end from another thread may
+         * still touch (an ender of the slot's previous thread reads the
+         * nesting word and counts itself in and out of enders): those keep
+         * their values, written only atomically. */
+        const size_t depth_at = offsetof(struct prof_thread, hot.depth);
+        const size_t enders_at = offsetof(struct prof_thread, enders);
+        uint32_t gen = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~(uint32_t)0xffff;
         struct prof_levels *levels = t->levels;
         struct prof_children *child = t->child;
         uint32_t child_cap = t->child_cap;
+        char *p = (char *)t;
 
-        memset(t, 0, sizeof *t);
-        t->hot.depth = gen;
+        _Static_assert(offsetof(struct prof_thread, hot.depth) <
+                           offsetof(struct prof_thread, enders), "layout");
+        memset(p, 0, depth_at);
+        memset(p + depth_at + sizeof t->hot.depth, 0,
+               enders_at - depth_at - sizeof t->hot.depth);
+        memset(p + enders_at + sizeof t->enders, 0,
+               sizeof *t - enders_at - sizeof t->enders);
+        __atomic_store_n(&t->hot.depth, gen, __ATOMIC_RELAXED);
         t->levels = levels;
         t->child = child;
         t->child_cap = child_cap;
