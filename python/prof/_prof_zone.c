@@ -68,6 +68,8 @@ typedef struct ContextStack {
     PyObject *ctx;                      /* the context it belongs to */
     struct prof_thread_ *thread;        /* the thread whose levels base names */
     uint32_t base_depth, base_path;     /* where its first zone opens */
+    uint64_t id;                        /* unique: a new stack at a freed
+                                           one's address is another stack */
     uint32_t lane;                      /* its zones' lane (0: the thread's) */
     int holes;                          /* a zone under the top ended first
                                            (a generator's) since it was last
@@ -79,6 +81,7 @@ typedef struct ContextStack {
 
 static PyTypeObject ContextStack_Type;
 static ContextStack *all_stacks;
+static uint64_t stacks_made;
 
 /* Zones still open when their context went away (a thread that exited
  * inside a `with` block, a task dropped unfinished): kept, up to a bound,
@@ -132,9 +135,8 @@ typedef struct {
     uint32_t set_depth, set_path;
     uint32_t floor_depth, floor_path;
     int has_base;                       /* a stack of lane 0 was made here */
-    ContextStack *last;                 /* the stack of the last Python zone
-                                           opened or ended here (identity
-                                           only: never dereferenced) */
+    uint64_t last;                      /* id of the stack of the last
+                                           Python zone opened or ended here */
 } thread_py;
 
 /* initial-exec: one %fs-relative load instead of a __tls_get_addr call per
@@ -287,6 +289,7 @@ static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
     /* The thread's first context keeps the thread's own nesting; every
      * later one (tasks, callbacks) gets a lane. */
     s->holes = 0;
+    s->id = ++stacks_made;
     s->lane = tp->has_base ? lane_take() : 0;
     tp->has_base = 1;
     s->n = 0;
@@ -395,7 +398,7 @@ static void zone_open_switch(ZoneObject *self, thread_py *tp, ContextStack *s)
     }
     if (s->thread == NULL)
         s->thread = t;
-    tp->last = s;
+    tp->last = s->id;
 }
 
 /* Inlined into Zone.__enter__/__exit__ and the wrapper: this is the whole
@@ -414,7 +417,7 @@ static inline __attribute__((always_inline)) int zone_open(ZoneObject *self)
     if (UNLIKELY(s->n == s->cap) && stack_grow(s) < 0)
         return -1;
     t = self_thread();
-    if (UNLIKELY(s != tp->last || t == NULL)) {
+    if (UNLIKELY(s->id != tp->last || t == NULL)) {
         zone_open_switch(self, tp, s);
         return 0;
     }
@@ -469,7 +472,7 @@ static inline __attribute__((always_inline)) void end_own(thread_py *tp, Context
         tp->set_depth = depth;
         tp->set_path = path;
         tp->set_valid = 1;
-        tp->last = s;
+        tp->last = s->id;
         return;
     }
     /* Begun while off, or on a thread this context ran on before. */
@@ -543,7 +546,7 @@ static inline __attribute__((always_inline)) int zone_close(ZoneObject *self)
         return -1;
     if (UNLIKELY((s = stack_get(tp)) == NULL))
         return -1;
-    if (LIKELY(s == tp->last && s->n != 0 && s->v[s->n - 1].key == self->name)) {
+    if (LIKELY(s->id == tp->last && s->n != 0 && s->v[s->n - 1].key == self->name)) {
         /* The innermost zone of the context whose zone was the last here:
          * the thread's nesting is already its. */
         struct prof_thread_ *t = self_thread();
