@@ -139,12 +139,15 @@ static struct prof_thread *slot_new(void)
     struct prof_thread *t = slot_take();
 
     if (t != NULL) {
-        /* Cleared but for two words a late end from another thread may
-         * still touch (an ender of the slot's previous thread reads the
-         * nesting word and counts itself in and out of enders): those keep
-         * their values, written only atomically. */
+        /* Cleared but for the words other threads may still touch, which
+         * keep their values, written only atomically: the nesting word and
+         * enders (a late end from the slot's previous thread reads the one
+         * and counts itself in and out of the other), and free_next (a pop
+         * that lost the race to this one read it). free_next and enders
+         * are neighbours (registry.h). */
         const size_t depth_at = offsetof(struct prof_thread, hot.depth);
-        const size_t enders_at = offsetof(struct prof_thread, enders);
+        const size_t kept_at = offsetof(struct prof_thread, free_next);
+        const size_t kept_end = offsetof(struct prof_thread, enders) + sizeof t->enders;
         uint32_t gen = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~(uint32_t)0xffff;
         struct prof_levels *levels = t->levels;
         struct prof_children *child = t->child;
@@ -152,12 +155,13 @@ static struct prof_thread *slot_new(void)
         char *p = (char *)t;
 
         _Static_assert(offsetof(struct prof_thread, hot.depth) <
-                           offsetof(struct prof_thread, enders), "layout");
+                           offsetof(struct prof_thread, free_next), "layout");
+        _Static_assert(offsetof(struct prof_thread, enders) ==
+                           offsetof(struct prof_thread, free_next) + sizeof(void *),
+                       "free_next, enders");
         memset(p, 0, depth_at);
-        memset(p + depth_at + sizeof t->hot.depth, 0,
-               enders_at - depth_at - sizeof t->hot.depth);
-        memset(p + enders_at + sizeof t->enders, 0,
-               sizeof *t - enders_at - sizeof t->enders);
+        memset(p + depth_at + sizeof t->hot.depth, 0, kept_at - depth_at - sizeof t->hot.depth);
+        memset(p + kept_end, 0, sizeof *t - kept_end);
         __atomic_store_n(&t->hot.depth, gen, __ATOMIC_RELAXED);
         t->levels = levels;
         t->child = child;

@@ -52,9 +52,9 @@ struct prof_thread {
      * enclosing level lo. */
     uint32_t lo, lo_path;
     uint32_t shifted;
+    struct prof_thread *free_next;   /* free list (registry.c) */
     uint32_t enders;             /* threads inside a foreign end of ours:
                                     the slot is not reused until 0 */
-    struct prof_thread *free_next;   /* free list (registry.c) */
     uint32_t tid;                /* kernel thread id */
     uint32_t index;              /* order of attachment: trace sort index */
     const char *name;            /* interned; set by prof_thread_name (atomic) */
