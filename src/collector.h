@@ -12,14 +12,19 @@
 /* Wake period: rings are drained at least this often. */
 #define PROF_COLLECT_PERIOD_NS (20 * 1000000ull)
 
+/* Drain every ring into the statistics and the trace. Lock held. */
+void prof_collect_locked(void);
+
+/* The same for a caller that is not the collector (prof_flush, the exit):
+ * drains until every ring is empty, writing the step summaries that come
+ * due on the way one at a time. Lock held. */
+void prof_collect_all_locked(void);
+
 /* Start the thread (runtime lock held). Returns 0 or a negative errno. */
 int prof_collector_start_locked(void);
 
 /* Ask the thread to exit and wait for it (runtime lock NOT held). */
 void prof_collector_stop(void);
-
-/* prof_set_summary_handler: summaries go to fn (NULL: to PROF_SUMMARY). */
-void prof_collector_set_summary_handler_locked(prof_summary_fn fn, void *user);
 
 /* Nonzero where waiting for the collector would deadlock: on its thread,
  * and inside a summary handler on any thread. */
@@ -30,10 +35,6 @@ int prof_collector_is_self(void);
  * the lock held; returns with it held. */
 void prof_summary_emit_locked(enum prof_summary_kind kind);
 
-/* Wait until no summary is being written with the lock released (lock
- * held; released while waiting). */
-void prof_summary_wait_written_locked(void);
-
 /* Print the periodic summaries that are due (by steps or by time). Lock
  * held; released while writing. */
 void prof_periodic_locked(uint64_t now);
@@ -43,14 +44,13 @@ void prof_periodic_locked(uint64_t now);
 void prof_final_report_locked(void);
 
 /* fork: the summary writer's lock is taken before the fork (after the
- * runtime lock); in the child, summaries the parent had queued are
- * forgotten. */
+ * runtime lock); in the child, summaries the parent had queued, its
+ * threads' held window and its due step are forgotten. */
 void prof_collector_atfork_prepare(void);
 void prof_collector_atfork_parent(void);
 void prof_collector_atfork_child(void);
 
-/* A signal asked for the run to end (SIGINT/SIGTERM, see lib.c). */
+/* A signal asked for the run to end (SIGINT/SIGTERM, see signals.c). */
 extern int prof_pending_signal;
-
 
 #endif

@@ -29,7 +29,7 @@
  *
  * A zone's CPU side is an ordinary zone, begun and ended with the inline
  * zone path of prof.h (prof_zone_begin_inline_, prof_zone_end_inline_), not
- * with lib.c's prof_zone_begin/prof_zone_end: the parts under the API do not
+ * with zone.c's prof_zone_begin/prof_zone_end: the parts under the API do not
  * call back up into it.
  *
  * Threads: the application side touches its own cache, a pool's free list
@@ -45,7 +45,6 @@
 #include "prof.h"
 #include "cuda.h"
 #include "cuda_driver.h"
-#include "cuda_poll.h"
 #include "cuda_pool.h"
 #include "log.h"
 
@@ -280,5 +279,5 @@ void prof_cuda_atfork_child(void)
         __atomic_store_n(&state, CUDA_FORKED, __ATOMIC_RELAXED);
     pthread_mutex_init(&load_lock, NULL);
     prof_cuda_pool_atfork_child();
-    prof_cuda_poll_atfork_child();
+    /* Pending zones, the collector's side: fork.c forgets them. */
 }

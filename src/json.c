@@ -422,6 +422,19 @@ void prof_buf_free(struct prof_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+int prof_buf_snprint(struct prof_buf *b, char *buf, size_t size)
+{
+    int n = (int)b->len;
+
+    if (size > 0) {
+        size_t k = b->len < size - 1 ? b->len : size - 1;
+        memcpy(buf, b->data, k);
+        buf[k] = '\0';
+    }
+    prof_buf_free(b);
+    return n;
+}
+
 size_t prof_utf8_seq(const unsigned char *s)
 {
     unsigned c = s[0];

@@ -47,6 +47,10 @@ size_t prof_fmt_fixed(char *out, size_t size, double v, int decimals);
 size_t prof_fmt_sig(char *out, size_t size, double v, int sig);
 size_t prof_fmt_json_double(char *out, size_t size, double v);
 void prof_buf_free(struct prof_buf *b);
+/* Hand b's text to an snprintf-style caller and free b: returns the
+ * length the whole text needs; buf gets the text cut to size - 1 bytes,
+ * NUL-terminated (nothing when size is 0). */
+int prof_buf_snprint(struct prof_buf *b, char *buf, size_t size);
 
 /* Append s as a JSON string with its quotes. Quotes, backslashes and control
  * characters are escaped; bytes that are not valid UTF-8 become U+FFFD, so

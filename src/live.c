@@ -30,6 +30,7 @@
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sink.h"
 #include "stats.h"
 
 static uint64_t next_ns;                /* the next tick publishes from then */
@@ -483,3 +484,9 @@ void prof_live_stop(void)
     prof_live_snap_free(&snaps[1]);
     next_ns = 0;
 }
+
+/* The live view as a sink of the collector (sink.h): periodic only. */
+const struct prof_sink prof_live_sink = {
+    .name = "live",
+    .tick = prof_live_tick_locked,
+};

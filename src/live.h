@@ -87,6 +87,10 @@ struct prof_live_file_row {
  * on entry and return. */
 void prof_live_tick_locked(uint64_t now_ns);
 
+/* The live view as a sink of the collector (sink.h): its tick. */
+struct prof_sink;
+extern const struct prof_sink prof_live_sink;
+
 /* Fill snap (rows reused from call to call). Lock held. 0 or -ENOMEM. */
 int prof_live_snap_take_locked(struct prof_live_snap *snap);
 void prof_live_snap_free(struct prof_live_snap *snap);

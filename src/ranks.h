@@ -16,7 +16,7 @@
  *            the [min, max] of round 1, for the medians; unequal steps.
  *
  * The transports (prof.distributed, prof_mpi.h) only move the buffers.
- * Everything here is pure: lib.c takes the window under the runtime lock
+ * Everything here is pure: api_ranks.c takes the window under the runtime lock
  * and hands the rows to prof_ranks_snapshot_rows. */
 #ifndef PROF_RANKS_H
 #define PROF_RANKS_H
@@ -87,10 +87,5 @@ extern int prof_ranks_muted;
 
 /* Format the table of a state whose rounds are all in; text or JSON. */
 int prof_ranks_format_state(struct prof_buf *out, const struct ranks_state *s, int format);
-
-/* Write a formatted cross-rank table where the summaries go, in order with
- * them (collector.c). Takes text's buffer; lock held, released while
- * writing. Returns 0 or -ENOMEM. */
-int prof_summary_deliver_locked(struct prof_buf *text);
 
 #endif

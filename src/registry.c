@@ -47,7 +47,7 @@ uint64_t prof_records_unattached;
 static struct prof_thread *incoming;
 
 /* What gets the runtime running before a thread attaches: installed by
- * the API layer (lib.c), which sits above the registry, so the registry
+ * the API layer (api.c), which sits above the registry, so the registry
  * never calls up into it. NULL until then: no thread attaches. */
 static int (*start_hook)(void);
 
@@ -339,9 +339,7 @@ void prof_registry_atfork_child(void)
     prof_ring_look_again(&self->hot);
     self->hot.dropped = self->hot.refused = self->hot.gap_dropped = 0;
     self->dropped_seen = self->refused_seen = 0;
-    self->traced_name = NULL;
     if (self->child != NULL)
         memset(self->child, 0, self->child_cap * sizeof *self->child);   /* still mapped */
-    memset(self->trace_first, 0, sizeof self->trace_first);
-    self->trace_depth = 0;
+    /* Its side state (the trace's) is the sinks' to reset: prof_trace_forget_parent. */
 }

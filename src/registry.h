@@ -39,6 +39,8 @@ struct prof_levels {
  * advanced, to be taken by a later thread. So a zone's `thread` pointer
  * always points at a slot, and its `gen` says whether the slot still holds
  * the thread that began it. */
+#define PROF_THREAD_SIDES_ 2
+
 struct prof_thread {
     struct prof_thread_ hot;     /* first: prof.h's fast path sees only this */
     struct prof_levels *levels;  /* mapped with the slot, kept with it */
@@ -69,16 +71,10 @@ struct prof_thread {
     uint64_t dropped_seen;
     uint64_t refused_seen;
     uint64_t loss_window;        /* the window it last lost records in (loss.c) */
-    const char *traced_name;     /* the name last written to the trace */
-    /* The trace's placement of this thread's zones (trace.c): the latest
-     * end written, and per depth, for the zones written since their parent
-     * ended, the earliest start and what that start could not precede.
-     * 0 = none. */
-    uint64_t trace_end;
-    uint64_t trace_end_start;    /* the start of the zone that ended there */
-    uint64_t trace_first[PROF_MAX_DEPTH_ + 1];
-    uint64_t trace_floor[PROF_MAX_DEPTH_ + 1];
-    uint32_t trace_depth;        /* deepest depth with a trace_first */
+    /* The collector's outputs' own state for this thread (sink.h): side[k]
+     * belongs to the sink whose index is k, which allocates it, reads it
+     * and frees it when the thread is gone. The slot only carries it. */
+    void *side[PROF_THREAD_SIDES_];
 };
 
 /* Every attached thread, newest first. Walk and modify only under the
@@ -94,7 +90,7 @@ void prof_registry_init(void);
 /* Install what a thread's first zone calls before it attaches: start()
  * returns 0 once the runtime and its collector run (starting them if need
  * be), else nonzero, and the zone is then not recorded (the next one tries
- * again). The API layer (lib.c) installs it before it first switches
+ * again). The API layer (api.c) installs it before it first switches
  * recording on; until then no thread attaches. Any thread. */
 void prof_registry_set_start(int (*start)(void));
 

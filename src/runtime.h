@@ -60,21 +60,4 @@ extern uint64_t prof_trace_close_ticks;
 /* A periodic summary was asked for at this step (0 = none). */
 extern uint64_t prof_summary_step_due;
 
-/* Start the runtime and the collector thread if they are not running.
- * Returns 0 or a negative errno. Any thread; takes the lock. */
-int prof_runtime_start(void);
-
-/* 0 when a thread may attach: the runtime and its collector run. Starts
- * them when they do not (the first zone of a program that never called
- * prof_enable, or of a forked child). -ESRCH when recording cannot start. */
-int prof_runtime_ready(void);
-
-/* Drain every ring into the statistics and the trace. Lock held. */
-void prof_collect_locked(void);
-
-/* The same for a caller that is not the collector (prof_flush, the exit):
- * drains until every ring is empty, writing the step summaries that come
- * due on the way one at a time. Lock held. */
-void prof_collect_all_locked(void);
-
 #endif

@@ -5,7 +5,7 @@
 #ifndef PROF_SIGCHAIN_H
 #define PROF_SIGCHAIN_H
 
-/* The API layer's own handler (lib.c), which needs no chaining. */
+/* The API layer's own handler (signals.c), which needs no chaining. */
 void prof_sigchain_own(void (*handler)(int));
 
 /* After the final report for sig: hand it on, with the siginfo it came

@@ -26,6 +26,7 @@
 #include "registry.h"
 #include "runtime.h"
 #include "site.h"
+#include "sink.h"
 #include "slab.h"
 #include "stats.h"
 
@@ -683,7 +684,9 @@ static void stage_free(void *p)
 
     acc_clear(&s->run);
     acc_clear(&s->win);
-    free(s->trace_head);
+    for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
+        if ((*k)->stage_gone != NULL)
+            (*k)->stage_gone(s);
     prof_slab_free(&stage_slab, s);
 }
 
@@ -706,3 +709,43 @@ void prof_stats_reset(void)
     prof_map_clear(&by_raw);
     prof_map_clear(&gpu_by_raw);
 }
+
+/* ------------------------------------------------------------------------ */
+/* The statistics as the collector's first sink (sink.h). */
+
+static void sink_zone(const struct prof_event *e)
+{
+    prof_stats_zone(e->stage, e->parent, e->raw, e->dur_ns, e->self_ns);
+}
+
+static void sink_counter(const struct prof_event *e, double value)
+{
+    prof_stats_counter(e->raw, value);
+}
+
+static void sink_mark(const struct prof_event *e)
+{
+    prof_stats_mark(e->raw);
+}
+
+static void sink_thread_gone(struct prof_thread *t)
+{
+    prof_stats_thread_gone(t);
+}
+
+static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int device,
+                          uint64_t stream, uint64_t start_ns, uint64_t end_ns)
+{
+    (void)device;
+    (void)stream;
+    prof_stats_gpu_zone(gpu, cpu, end_ns > start_ns ? end_ns - start_ns : 0);
+}
+
+const struct prof_sink prof_stats_sink = {
+    .name = "stats",
+    .zone = sink_zone,
+    .counter = sink_counter,
+    .mark = sink_mark,
+    .gpu_zone = sink_gpu_zone,
+    .thread_gone = sink_thread_gone,
+};

@@ -23,19 +23,17 @@ struct prof_acc {
 /* PROF_STAGE_LOSSY for the current window only (prof_stats_fill). */
 #define PROF_STAGE_LOSSY_WIN_ (1u << 30)
 
+#define PROF_STAGE_SIDES_ 2
+
 struct prof_stage {
     const char *name;            /* interned */
     uint32_t flags;              /* PROF_STAGE_GPU, PROF_STAGE_LOSSY(_WIN_) */
     struct prof_stage *fixed_parent;  /* GPU stages: their CPU stage */
     struct prof_acc run, win;
-    /* The trace's text for the stage (trace.c): the start of its events,
-     * made once per trace file and category (trace_gen), and the args of
-     * the last call site traced (raw name pointer -> args, owned by
-     * trace.c). */
-    char *trace_head;
-    uint32_t trace_head_len, trace_args_len;
-    uint64_t trace_gen;
-    const char *trace_raw, *trace_args;
+    /* The collector's outputs' own state for the stage (sink.h): side[k]
+     * belongs to the sink whose index is k, which allocates it and frees
+     * it in its stage_gone (called here before the stage is freed). */
+    void *side[PROF_STAGE_SIDES_];
     /* Scratch for building the summary tree. */
     struct prof_stage *parent;
     uint64_t parent_weight;      /* time of the heaviest node under parent */
@@ -155,5 +153,9 @@ struct prof_stage_stats;
 const struct prof_stage_stats *prof_stats_window_last(size_t *n, uint64_t *start_step,
                                                       uint64_t *wall_ns);
 void prof_stats_reset(void);         /* forget everything */
+
+/* The statistics as the collector's first sink (sink.h). */
+struct prof_sink;
+extern const struct prof_sink prof_stats_sink;
 
 #endif

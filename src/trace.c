@@ -55,6 +55,7 @@
 #include "registry.h"
 #include "runtime.h"
 #include "site.h"
+#include "sink.h"
 #include "stats.h"
 #include "trace.h"
 #include "trace_out.h"
@@ -274,7 +275,62 @@ int prof_trace_open(void)
     return 0;
 }
 
-static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t, const char *name)
+/* The trace's own state of a thread (sink.h), in the slot's side pointer,
+ * and on a list of the trace's: a forked child frees the parent's other
+ * threads without telling the sinks (prof_trace_forget_parent). */
+struct trace_thread {
+    struct prof_thread *thread;
+    struct trace_thread *next;
+    const char *named;           /* the name last written to the trace */
+    /* Placement (prof_trace_place): the latest end written and the start
+     * of the zone that ended there, and per depth, for the zones written
+     * since their parent ended, the earliest start and what that start
+     * could not precede. 0 = none. */
+    uint64_t end, end_start;
+    uint64_t first[PROF_MAX_DEPTH_ + 1];
+    uint64_t floor[PROF_MAX_DEPTH_ + 1];
+    uint32_t depth;              /* deepest depth with a first */
+};
+
+static struct trace_thread *trace_threads;
+
+/* NULL when out of memory: the thread's events are left out. */
+static struct trace_thread *tthread(struct prof_thread *t)
+{
+    struct trace_thread *tt = t->side[PROF_SIDE_TRACE];
+
+    if (tt != NULL)
+        return tt;
+    if ((tt = calloc(1, sizeof *tt)) == NULL)
+        return NULL;
+    tt->thread = t;
+    tt->next = trace_threads;
+    trace_threads = tt;
+    t->side[PROF_SIDE_TRACE] = tt;
+    return tt;
+}
+
+/* The trace's own state of a stage (sink.h): its events' head, made once
+ * per trace file and category (gen), and the args of the last call site
+ * traced (raw name pointer -> args). */
+struct trace_stage {
+    char *head;
+    uint32_t head_len, args_len;
+    uint64_t gen;
+    const char *raw, *args;
+};
+
+static struct trace_stage *tstage(struct prof_stage *s)
+{
+    struct trace_stage *ts = s->side[PROF_SIDE_TRACE];
+
+    if (ts == NULL && (ts = calloc(1, sizeof *ts)) != NULL)
+        s->side[PROF_SIDE_TRACE] = ts;
+    return ts;
+}
+
+static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t,
+                                                        struct trace_thread *tt, const char *name)
 {
     /* The process's main thread is the one whose tid is the pid, whichever
      * thread recorded first; it sorts first. */
@@ -289,23 +345,23 @@ static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t, c
             snprintf(fallback, sizeof fallback, "thread %u", t->index);
         metadata("thread_name", t->tid, "name", fallback, 0);
         metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
-        t->traced_name = prof_intern(fallback);
+        tt->named = prof_intern(fallback);
         return;
     }
     metadata("thread_name", t->tid, "name", name, 0);
-    if (t->traced_name == NULL)
+    if (tt->named == NULL)
         metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
-    t->traced_name = name;
+    tt->named = name;
 }
 
 /* t's name and sort order, before its first event and when its name
  * changes (a thread that never names itself gets one by its index). */
-static inline void thread_meta(struct prof_thread *t)
+static inline void thread_meta(struct prof_thread *t, struct trace_thread *tt)
 {
     const char *name = __atomic_load_n(&t->name, __ATOMIC_RELAXED);
 
-    if (t->traced_name == NULL || (name != NULL && name != t->traced_name))
-        thread_meta_write(t, name);
+    if (tt->named == NULL || (name != NULL && name != tt->named))
+        thread_meta_write(t, tt, name);
 }
 
 static int __attribute__((noinline)) room_look(void)
@@ -353,13 +409,15 @@ static inline int room(void)
  * pid and "tid": made once per trace file (the pid is the file's: a forked
  * child opens its own), kept in the stage. The category comes last
  * (zone_cat). */
-static const char *stage_head(struct prof_stage *s)
+static const char *stage_head(struct prof_stage *s, struct trace_stage *ts)
 {
     struct prof_buf tmp = {0};
     uint64_t key = gen;
 
-    if (s->trace_gen == key && s->trace_head != NULL)
-        return s->trace_head;
+    if (ts == NULL)
+        return NULL;
+    if (ts->gen == key && ts->head != NULL)
+        return ts->head;
     prof_buf_puts(&tmp, "\"name\":");
     prof_buf_json_string(&tmp, s->name);
     prof_buf_puts(&tmp, ",\"ph\":\"X\"");
@@ -368,11 +426,11 @@ static const char *stage_head(struct prof_stage *s)
         prof_buf_free(&tmp);
         return NULL;
     }
-    free(s->trace_head);
-    s->trace_head = tmp.data;
-    s->trace_head_len = (uint32_t)tmp.len;
-    s->trace_gen = key;
-    return s->trace_head;
+    free(ts->head);
+    ts->head = tmp.data;
+    ts->head_len = (uint32_t)tmp.len;
+    ts->gen = key;
+    return ts->head;
 }
 
 /* A zone's category, the event's source: "cpu" or "gpu" (a CPU zone named
@@ -427,20 +485,24 @@ static const char *zone_cat(const char *raw)
 static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32_t tid,
                        uint64_t rel_start, uint64_t dur)
 {
-    const char *head = stage_head(s), *args = is_gpu ? cat_gpu : cat_cpu;
+    struct trace_stage *ts = tstage(s);
+    const char *head = stage_head(s, ts), *args = is_gpu ? cat_gpu : cat_cpu;
     size_t hlen = 0, alen = strlen(args);
     char *p, *q;
 
-    if (raw != NULL && !is_gpu) {
+    if (raw != NULL && !is_gpu && ts != NULL) {
         /* Most stages have one call site: its category is kept on the stage. */
-        if (s->trace_raw != raw) {
+        if (ts->raw != raw) {
             const char *a = zone_cat(raw);
-            s->trace_args = a;
-            s->trace_args_len = (uint32_t)strlen(a);
-            s->trace_raw = raw;
+            ts->args = a;
+            ts->args_len = (uint32_t)strlen(a);
+            ts->raw = raw;
         }
-        args = s->trace_args;
-        alen = s->trace_args_len;
+        args = ts->args;
+        alen = ts->args_len;
+    } else if (raw != NULL && !is_gpu) {
+        args = zone_cat(raw);
+        alen = strlen(args);
     }
     if (head == NULL) {              /* out of memory: the slow way */
         event_start();
@@ -451,7 +513,7 @@ static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32
     } else {
         event_place();
         open_event = buf.len;
-        hlen = s->trace_head_len;
+        hlen = ts->head_len;
     }
     if ((p = prof_buf_room(&buf, hlen + alen + 96)) == NULL)
         return;
@@ -503,30 +565,34 @@ static void zone_event(struct prof_stage *s, const char *raw, int is_gpu, uint32
 #define VIEW_EXACT_NS (1ull << 50)      /* 13 days: a viewer's error < 0.5 ns */
 
 /* The end of t's last zone as a viewer computes it. */
-static double last_view_end(const struct prof_thread *t)
+static double last_view_end(const struct trace_thread *tt)
 {
-    return view_end(rel(t->trace_end_start), t->trace_end - t->trace_end_start);
+    return view_end(rel(tt->end_start), tt->end - tt->end_start);
 }
 
 void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, uint64_t *end)
 {
     uint32_t d = depth > PROF_MAX_DEPTH_ - 1 ? PROF_MAX_DEPTH_ - 1 : depth;
     uint64_t first = 0, floor = UINT64_MAX;
+    struct trace_thread *tt = tthread(t);
 
-    for (uint32_t k = d + 1; k <= t->trace_depth; k++) {
-        if (t->trace_first[k] == 0)
+    if (tt == NULL)
+        return;
+
+    for (uint32_t k = d + 1; k <= tt->depth; k++) {
+        if (tt->first[k] == 0)
             continue;
-        if (first == 0 || t->trace_first[k] < first)
-            first = t->trace_first[k];
-        if (t->trace_floor[k] < floor)
-            floor = t->trace_floor[k];
-        t->trace_first[k] = 0;
+        if (first == 0 || tt->first[k] < first)
+            first = tt->first[k];
+        if (tt->floor[k] < floor)
+            floor = tt->floor[k];
+        tt->first[k] = 0;
     }
     if (first == 0) {       /* no children: after all that came before */
-        if (*start <= t->trace_end || t->trace_first[d] == 0)
-            floor = t->trace_end + ((double)rel(t->trace_end) / 1000.0 < last_view_end(t));
+        if (*start <= tt->end || tt->first[d] == 0)
+            floor = tt->end + ((double)rel(tt->end) / 1000.0 < last_view_end(tt));
         else
-            floor = t->trace_end;   /* *start is past either floor: unused */
+            floor = tt->end;   /* *start is past either floor: unused */
     }
     if (*start < floor)
         *start = floor;
@@ -534,35 +600,36 @@ void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, ui
         *start = first;
     if (*end < *start)
         *end = *start;
-    if (*end < t->trace_end)
-        *end = t->trace_end;
-    if (*end < t->trace_end + 2 || rel(*end) >= VIEW_EXACT_NS) {
-        double last = last_view_end(t), v = view_end(rel(*start), *end - *start);
+    if (*end < tt->end)
+        *end = tt->end;
+    if (*end < tt->end + 2 || rel(*end) >= VIEW_EXACT_NS) {
+        double last = last_view_end(tt), v = view_end(rel(*start), *end - *start);
 
         for (int i = 0; i < 4 && v < last; i++)
             v = view_end(rel(*start), ++*end - *start);
     }
-    if (t->trace_first[d] == 0) {
-        t->trace_first[d] = *start;
-        t->trace_floor[d] = floor;
-    } else if (*start < t->trace_first[d]) {
-        t->trace_first[d] = *start;
+    if (tt->first[d] == 0) {
+        tt->first[d] = *start;
+        tt->floor[d] = floor;
+    } else if (*start < tt->first[d]) {
+        tt->first[d] = *start;
     }
-    if (d > t->trace_depth)
-        t->trace_depth = d;
-    t->trace_end = *end;
-    t->trace_end_start = *start;
+    if (d > tt->depth)
+        tt->depth = d;
+    tt->end = *end;
+    tt->end_start = *start;
 }
 
 void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *raw,
                      uint64_t start_ns, uint64_t dur_ns, uint32_t depth)
 {
     uint64_t end_ns = start_ns + dur_ns;
+    struct trace_thread *tt;
 
-    if (!room())
+    if (!room() || (tt = tthread(t)) == NULL)
         return;
     prof_trace_place(t, depth, &start_ns, &end_ns);
-    thread_meta(t);
+    thread_meta(t, tt);
     zone_event(s, raw, 0, t->tid, rel(start_ns), end_ns - start_ns);
 }
 
@@ -601,11 +668,12 @@ static uint32_t lane_track(struct prof_thread *t, uint32_t lane)
 void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stage *s,
                           const char *raw, uint64_t start_ns, uint64_t dur_ns)
 {
+    struct trace_thread *tt;
     uint32_t tid;
 
-    if (!room())
+    if (!room() || (tt = tthread(t)) == NULL)
         return;
-    thread_meta(t);
+    thread_meta(t, tt);
     tid = lane_track(t, lane);
     zone_event(s, raw, 0, tid, rel(start_ns), dur_ns);
 }
@@ -671,9 +739,11 @@ uint64_t prof_trace_nonfinite(void)
 void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat, uint64_t ts,
                         int64_t step)
 {
-    if (!room())
+    struct trace_thread *tt;
+
+    if (!room() || (tt = tthread(t)) == NULL)
         return;
-    thread_meta(t);
+    thread_meta(t, tt);
     event_start();
     prof_buf_puts(&buf, "\"name\":");
     prof_buf_json_string(&buf, name ? name : "(null)");
@@ -728,8 +798,17 @@ void prof_trace_forget_parent(void)
 {
     const struct prof_config *cfg = prof_config_get();
 
+    struct trace_thread *tt, *next;
+
     /* The parent's buffer, queue, stream and descriptor stay the parent's. */
     prof_trace_out_forget();
+    /* Its threads are gone, and the forking one starts afresh (a new
+     * file, a new placement): each gets new state on its first event. */
+    for (tt = trace_threads, trace_threads = NULL; tt != NULL; tt = next) {
+        next = tt->next;
+        tt->thread->side[PROF_SIDE_TRACE] = NULL;
+        free(tt);
+    }
     /* Opened on the child's first record (prof_trace_open from the
      * runtime's fork setup), and only with its own %p name: a child that
      * execs leaves no file. CAPPED keeps a child without %p off for good. */
@@ -738,3 +817,101 @@ void prof_trace_forget_parent(void)
     open_event = SIZE_MAX;
     buf.failed = 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The trace as a sink of the collector (sink.h). */
+
+/* Within the trace's step window (PROF_TRACE_STEPS), read from the
+ * boundaries prof_step sets. */
+static int sink_wants(uint64_t ticks)
+{
+    const struct prof_config *cfg = prof_config_get();
+    uint64_t open, close;
+
+    if (!prof_trace_active())
+        return 0;
+    if (cfg->trace_step_first > 0) {
+        open = __atomic_load_n(&prof_trace_open_ticks, __ATOMIC_ACQUIRE);
+        if (open == 0 || ticks < open)
+            return 0;
+    }
+    close = __atomic_load_n(&prof_trace_close_ticks, __ATOMIC_ACQUIRE);
+    return close == 0 || ticks < close;
+}
+
+static void sink_zone(const struct prof_event *e)
+{
+    if (e->lane != 0)
+        prof_trace_lane_zone(e->thread, e->lane, e->stage, e->raw, e->start_ns, e->dur_ns);
+    else
+        prof_trace_zone(e->thread, e->stage, e->raw, e->start_ns, e->dur_ns, e->depth);
+}
+
+static void sink_counter(const struct prof_event *e, double value)
+{
+    prof_trace_counter(e->thread, e->raw, e->start_ns, value);
+}
+
+static void sink_mark(const struct prof_event *e)
+{
+    prof_trace_instant(e->thread, e->raw, "mark", e->start_ns, -1);
+}
+
+static void sink_step(const struct prof_event *e, uint64_t step)
+{
+    char name[40];
+
+    snprintf(name, sizeof name, "step %llu", (unsigned long long)step);
+    prof_trace_instant(e->thread, name, "step", e->start_ns, (int64_t)step);
+}
+
+static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int device,
+                          uint64_t stream, uint64_t start_ns, uint64_t end_ns)
+{
+    (void)cpu;
+    if (prof_trace_active())
+        prof_trace_gpu_zone(gpu, device, stream, start_ns, end_ns);
+}
+
+static void sink_thread_gone(struct prof_thread *t)
+{
+    struct trace_thread *tt = t->side[PROF_SIDE_TRACE], **link = &trace_threads;
+
+    if (tt == NULL)
+        return;
+    while (*link != tt)
+        link = &(*link)->next;
+    *link = tt->next;
+    free(tt);
+    t->side[PROF_SIDE_TRACE] = NULL;
+}
+
+static void sink_stage_gone(struct prof_stage *s)
+{
+    struct trace_stage *ts = s->side[PROF_SIDE_TRACE];
+
+    if (ts != NULL)
+        free(ts->head);
+    free(ts);
+    s->side[PROF_SIDE_TRACE] = NULL;
+}
+
+static void sink_pass_end(uint64_t now_ns)
+{
+    if (prof_trace_active())
+        prof_trace_dropped(now_ns, prof_rt.dropped);
+    prof_trace_flush();
+}
+
+const struct prof_sink prof_trace_sink = {
+    .name = "trace",
+    .wants = sink_wants,
+    .zone = sink_zone,
+    .counter = sink_counter,
+    .mark = sink_mark,
+    .step = sink_step,
+    .gpu_zone = sink_gpu_zone,
+    .thread_gone = sink_thread_gone,
+    .stage_gone = sink_stage_gone,
+    .pass_end = sink_pass_end,
+};

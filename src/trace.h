@@ -59,6 +59,10 @@ void prof_trace_close(void);
  * trailer), no zlib call. */
 void prof_trace_close_from_signal(void);
 
+/* The trace as a sink of the collector (sink.h). */
+struct prof_sink;
+extern const struct prof_sink prof_trace_sink;
+
 /* fork handlers (runtime lock held), called in every fork. */
 void prof_trace_atfork_prepare(void);
 void prof_trace_atfork_parent(void);

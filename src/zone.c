@@ -330,9 +330,9 @@ PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair)
 
 /* The out-of-line copies of the inline fast path, for FFI (Cython, ctypes)
  * and for the parts of the runtime that begin zones of their own (cuda.c).
- * Here rather than in lib.c, so that those parts call nothing lib.c
+ * Here rather than in the API files, so that those parts call nothing the API
  * defines. (With PROF_ON_HOOKS_ set, the inline path they copy still goes
- * on to lib.c's hooked variant, as it does from any caller of prof.h.) */
+ * on to api.c's hooked variant, as it does from any caller of prof.h.) */
 PROF_API prof_zone prof_zone_begin(const char *name)
 {
     return prof_zone_begin_inline_(name);

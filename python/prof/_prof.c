@@ -90,7 +90,7 @@ static PyObject *py_library_path(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ign
     return PyUnicode_DecodeFSDefault(info.dli_fname);
 }
 
-/* _signal_chain(sig): see prof_signal_chain_ (lib.c); the module calls it
+/* _signal_chain(sig): see prof_signal_chain_ (sigchain.c); the module calls it
  * in DataLoader workers once PyTorch has set their signal handlers. */
 static PyObject *py_signal_chain(PyObject *self, PyObject *arg)
 {

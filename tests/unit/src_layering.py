@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""src_layering.py - two layering rules of src/, checked on the source text.
+"""src_layering.py - the layering rules of src/, checked on the source text.
 
   1. No #include cycle. The graph is every #include "..." of src/*.c and
      src/*.h, a name resolved in src/ first and include/ second (the -I
@@ -7,11 +7,24 @@
      with quotes) is left out. A cycle is reported as the chain of files,
      first file repeated at the end.
   2. Nothing in src/ calls up into the API layer: no file in src/ other
-     than lib.c refers to a function that lib.c defines with external
-     linkage (the PROF_API functions and the runtime's own, such as
-     prof_runtime_ready). lib.c is the top: it may call everything below
-     it, and nothing below it may call it. Lower parts that need the API
-     layer get a hook it installs.
+     than the API files (api*.c) refers to a function that one of them
+     defines with external linkage (the PROF_API entry points). They are
+     the top: they may call everything below them, and nothing below may
+     call them. Lower parts that need the API layer get a hook it installs
+     (the registry's start, the runtime's exit handler).
+  3. Floors (docs/ARCHITECTURE.md): every part of src/ has one (FLOORS
+     below) and includes only the headers of its own floor or lower ones:
+       base     helpers every floor uses: the lock, messages, buffers, clock
+       capture  what the application's threads run: zones, rings, thread
+                slots, GPU capture; it depends on nothing above it
+       collect, output, process
+                the collector, its drain and sinks, statistics, self time,
+                trace text; summaries, the trace writer, the live view, the
+                cross-rank table; start-up, fork and signals. One level:
+                the collector drives the outputs, and is started, forked
+                and stopped by the process part.
+       api      the public entry points
+     A new file must be given a floor here, or this test fails.
 
 Comments, string and character literals are removed before anything is
 read. A use is any mention of the name outside a declaration: a call, or
@@ -129,10 +142,10 @@ def find_cycle(graph):
     return None
 
 
-# ---------------------------------------------------------- calls into lib.c
+# ------------------------------------------------------ calls into the API
 
 def lib_functions(code):
-    """Functions lib.c defines with external linkage: a definition at brace
+    """Functions a file defines with external linkage: a definition at brace
     depth 0 (`name (...)` followed by `{`) whose specifiers, back to the
     previous `;`, `}` or preprocessor line, do not say static."""
     names = set()
@@ -215,14 +228,54 @@ def uses(code, names):
     return found
 
 
+# -------------------------------------------------------------------- floors
+
+BASE, CAPTURE, MIDDLE, API = 0, 1, 2, 3
+FLOOR_NAMES = {BASE: 'base', CAPTURE: 'capture', MIDDLE: 'collect/output/process', API: 'api'}
+FLOORS = {
+    BASE: 'clock digits env fdio hist intern json log map order process runtime slab prof prof_version',
+    CAPTURE: 'cuda cuda_driver cuda_pool nvtx registry ring ring_room site wake zone',
+    MIDDLE: ('collector cuda_poll loss selftime sink stats trace '
+             'children gz live metrics ranks summary summary_out trace_out '
+             'fork signals sigchain start'),
+    API: 'api api_ranks api_results',
+}
+PART_FLOOR = {name: floor for floor, names in FLOORS.items() for name in names.split()}
+
+
+def part(path):
+    """A file's part: its name without .c/.h (src/ and include/ alike)."""
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def floor_violations(graph, rel):
+    """Messages for files with no floor, and includes of a higher floor."""
+    out = []
+    for path in sorted(graph):
+        p = part(path)
+        if p not in PART_FLOOR:
+            out.append(f'{rel(path)}: has no floor in src_layering.py FLOORS')
+            continue
+        for inc in graph[path]:
+            q = part(inc)
+            if q in PART_FLOOR and PART_FLOOR[q] > PART_FLOOR[p]:
+                out.append(f'{rel(path)}: includes {os.path.basename(inc)} '
+                           f'({FLOOR_NAMES[PART_FLOOR[q]]}) from the '
+                           f'{FLOOR_NAMES[PART_FLOOR[p]]} floor')
+    return out
+
+
 def main():
     src_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.environ.get('PROF_TEST_SOURCE_DIR', '.'), 'src')
     inc_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(src_dir, '..', 'include')
     src_dir, inc_dir = os.path.abspath(src_dir), os.path.abspath(inc_dir)
-    lib_c = os.path.join(src_dir, 'lib.c')
-    if not os.path.isdir(src_dir) or not os.path.isfile(lib_c):
-        print(f'SKIP: no src/ with lib.c at {src_dir}', file=sys.stderr)
+    api_files = []
+    if os.path.isdir(src_dir):
+        api_files = sorted(os.path.join(src_dir, f) for f in os.listdir(src_dir)
+                           if re.fullmatch(r'api(_\w+)?\.c', f))
+    if not api_files:
+        print(f'SKIP: no src/ with api.c at {src_dir}', file=sys.stderr)
         return 77
     failed = 0
 
@@ -237,26 +290,34 @@ def main():
     print(f'{len(graph)} files, {sum(len(e) for e in graph.values())} includes, '
           f'{"a cycle" if cycle else "no cycle"}')
 
-    api = lib_functions(strip_code(read(lib_c)))
-    if not {'prof_enable', 'prof_flush'} <= api:
-        # The parser must see what lib.c is known to define, or the check
-        # below proves nothing.
-        print('cannot read the functions lib.c defines (found: %s)' % sorted(api),
+    api = {}
+    for path in api_files:
+        for name in lib_functions(strip_code(read(path))):
+            api[name] = os.path.basename(path)
+    if not {'prof_enable', 'prof_flush', 'prof_ranks_start'} <= set(api):
+        # The parser must see what the API files are known to define, or
+        # the check below proves nothing.
+        print('cannot read the functions the API files define (found: %s)' % sorted(api),
               file=sys.stderr)
         return 1
     ncalls = 0
     for f in sorted(os.listdir(src_dir)):
         path = os.path.join(src_dir, f)
-        if path == lib_c or not f.endswith(('.c', '.h')):
+        if path in api_files or not f.endswith(('.c', '.h')):
             continue
-        for line, name in uses(strip_code(read(path)), api):
-            print(f'{rel(path)}:{line}: uses {name}(), which lib.c defines: the API layer '
-                  f'is above every other part of src/', file=sys.stderr)
+        for line, name in uses(strip_code(read(path)), set(api)):
+            print(f'{rel(path)}:{line}: uses {name}(), which {api[name]} defines: the API '
+                  f'layer is above every other part of src/', file=sys.stderr)
             failed = 1
             ncalls += 1
-    print(f'lib.c defines {len(api)} functions with external linkage; '
+    print(f'the API files define {len(api)} functions with external linkage; '
           f'{ncalls} uses of them elsewhere in src/')
-    return failed
+
+    bad = floor_violations(graph, rel)
+    for msg in bad:
+        print(msg, file=sys.stderr)
+    print(f'{len(graph)} files on {len(FLOORS)} floors, {len(bad)} out of place')
+    return 1 if bad else failed
 
 
 if __name__ == '__main__':

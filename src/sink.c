@@ -1,0 +1,18 @@
+/* sink.c - the outputs the collector feeds, in order (sink.h). */
+#include <stddef.h>
+
+#include "live.h"
+#include "registry.h"
+#include "sink.h"
+#include "stats.h"
+#include "trace.h"
+
+_Static_assert(PROF_SIDES_ <= PROF_THREAD_SIDES_ && PROF_SIDES_ <= PROF_STAGE_SIDES_,
+               "room for every sink's side state in a thread slot and a stage");
+
+const struct prof_sink *const prof_sinks[] = {
+    &prof_stats_sink,            /* stages, paths, counters, marks */
+    &prof_trace_sink,            /* PROF_TRACE */
+    &prof_live_sink,             /* PROF_LIVE, PROF_METRICS */
+    NULL,
+};
