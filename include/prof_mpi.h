@@ -105,13 +105,14 @@ static inline void prof_mpi_pause_(void)
  *
  * Every rank that timed out waits up to PROF_MPI_GRACE_S_ for the words, so
  * that all ranks print the same line. The here-messages go to a few ranks
- * only (not all to all) so that a failure costs O(ranks) messages. */
+ * only (not all to all) so that a failure costs O(ranks) messages; when
+ * all of those are missing, no rank names anyone. */
 #define PROF_MPI_TAG_HERE_ 0x5052
 #define PROF_MPI_TAG_ABORT_ 0x5053
-#define PROF_MPI_NAMERS_ 8        /* the ranks that may name the missing ones */
+#define PROF_MPI_NAMERS_ 8         /* the ranks that may name the missing ones */
 #define PROF_MPI_LISTEN_S_ 1.0     /* how long a candidate namer listens */
 #define PROF_MPI_GRACE_S_ 3.0      /* how long the others wait for its words */
-#define PROF_MPI_WHY_ 512         /* the words, NUL included, at most */
+#define PROF_MPI_WHY_ 512          /* the words, NUL included, at most */
 
 struct prof_mpi_state_ {
     int state;                   /* 0 not started, 1 on, -1 off */
