@@ -251,16 +251,17 @@ static inline int prof_mpi_off_(struct prof_mpi_state_ *s, int err, const char *
 }
 
 /* Append " r" or ", r" for each rank r whose mark is want, then " ..."
- * when the rest would not leave 96 bytes for the words around the list. */
+ * when the rest would not leave room bytes (at least 64) for the words
+ * after the list. */
 static inline void prof_mpi_list_(char *buf, size_t size, int *n, const char *mark, int nmark,
-                                  char want)
+                                  char want, int room)
 {
     int r, count = 0;
 
     for (r = 0; r < nmark; r++) {
         if (mark[r] != want)
             continue;
-        if (*n >= (int)size - 96) {
+        if (*n >= (int)size - room) {
             *n += snprintf(buf + *n, size - (size_t)*n, " ...");
             return;
         }
@@ -328,13 +329,15 @@ static inline int prof_mpi_timed_out_(struct prof_mpi_state_ *s, const char *wha
             } else {
                 n += snprintf(words + n, sizeof words - (size_t)n, "rank%s",
                               missing > 1 ? "s" : "");
-                prof_mpi_list_(words, sizeof words, &n, heard, size, 0);
+                /* Room after this list for the other one, when it follows. */
+                prof_mpi_list_(words, sizeof words, &n, heard, size, 0,
+                               size - missing < missing ? 192 : 64);
                 n += snprintf(words + n, sizeof words - (size_t)n, " did not reach this step");
-                if (size - missing < missing && n < (int)sizeof words - 64) {
+                if (size - missing < missing) {
                     /* Most ranks are elsewhere: the odd one is the one that came. */
                     n += snprintf(words + n, sizeof words - (size_t)n, "; only rank%s",
                                   size - missing > 1 ? "s" : "");
-                    prof_mpi_list_(words, sizeof words, &n, heard, size, 1);
+                    prof_mpi_list_(words, sizeof words, &n, heard, size, 1, 64);
                     snprintf(words + n, sizeof words - (size_t)n, " did (another step rate?)");
                 }
             }
