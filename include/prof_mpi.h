@@ -25,25 +25,30 @@
  *
  * Safety (docs/DISTRIBUTED.md):
  * - Call it on every rank of comm, after every prof_step(), on the thread
- *   that steps; between windows it costs one division. Use one communicator
+ *   that steps; between windows it costs one division (and, until the
+ *   duplicate communicator is ready, one MPI_Test). Use one communicator
  *   and one call site per process (the header keeps its state per
- *   translation unit).
+ *   translation unit). The first call starts duplicating comm (a
+ *   collective): make it at the same point of the program on every rank.
  * - Only step windows are collective: with PROF_SUMMARY_EVERY=10s it says
  *   so once and returns -EINVAL; every rank keeps its own summaries.
  * - It never hangs a job: it works on a duplicate of comm (so it cannot
  *   mix with the program's own collectives) whose errors are returned,
  *   and waits for each reduction with MPI_Test for at most
  *   PROF_RANKS_TIMEOUT (default 60s). When a rank is missing or the
- *   reduction fails, it says so once (rank 0 names the ranks that did not
- *   arrive), abandons the request (its buffers are kept, since MPI may
- *   still write them) and every later call returns -ECANCELED: each rank
- *   prints its own summaries again.
+ *   reduction fails, the lowest rank that waited names the ranks that did
+ *   not arrive and tells every rank, which says so once (a rank that had
+ *   not started that window yet does not wait for it), abandons the
+ *   request (its buffers are kept, since MPI may still write them) and
+ *   every later call returns -ECANCELED: each rank prints its own
+ *   summaries again.
  *
  * Returns 1 when this call reduced a window, 0 when the step closed no
  * window, and a negative errno when cross-rank summaries are off:
  * -EINVAL (time windows), -ENOENT (no PROF_SUMMARY_EVERY), -EPERM
  * (PROF_RANKS=0), -ETIMEDOUT / -EIO (this call's reduction timed out /
- * failed), -ECANCELED (an earlier one did).
+ * failed), -ECANCELED (an earlier one did, or another rank gave up on
+ * this window).
  *
  * prof_mpi_last(buf, size, format) formats the last reduced table again
  * (PROF_FORMAT_TEXT or PROF_FORMAT_JSON; any rank) for a logger, like
@@ -76,14 +81,51 @@ static inline void prof_mpi_pause_(void)
 }
 #endif
 
+/* How a failed window is settled (docs/DISTRIBUTED.md, "A rank that does
+ * not reach a window"). MPI cannot cancel a collective, and a rank that
+ * gives up leaves its request behind, so a rank that waits later for the
+ * same window would wait a whole timeout again. Two kinds of small
+ * point-to-point messages, on prof's duplicate communicator (or on the
+ * program's when duplicating it timed out), make one timeout the most
+ * anyone waits:
+ *
+ * - here (PROF_MPI_TAG_HERE_, the window's step): a rank that timed out
+ *   sends it to the candidate namers, ranks 0 .. PROF_MPI_NAMERS_-1. A
+ *   candidate that is still waiting at the same window gives up as soon as
+ *   one arrives (the reduction cannot complete without the rank that sent
+ *   it). The lowest candidate that hears from no lower one within a second
+ *   names the ranks it did not hear from: rank 1 names rank 0 when rank 0
+ *   is the missing one. A here-message of another window is stale (a rank
+ *   that gave up earlier) and ignored.
+ * - abort (PROF_MPI_TAG_ABORT_, the namer's words): the namer sends it to
+ *   every other rank. Every rank looks for one before it starts a window
+ *   and while it waits for one, and goes off at once with those words
+ *   instead of waiting: a rank that steps at another rate costs the others
+ *   its own timeout only, not a second one at their window.
+ *
+ * Every rank that timed out waits up to PROF_MPI_GRACE_S_ for the words, so
+ * that all ranks print the same line. The here-messages go to a few ranks
+ * only (not all to all) so that a failure costs O(ranks) messages; when
+ * all of those are missing, no rank names anyone. */
+#define PROF_MPI_TAG_HERE_ 0x5052
+#define PROF_MPI_TAG_ABORT_ 0x5053
+#define PROF_MPI_NAMERS_ 8         /* the ranks that may name the missing ones */
+#define PROF_MPI_LISTEN_S_ 1.0     /* how long a candidate namer listens */
+#define PROF_MPI_GRACE_S_ 3.0      /* how long the others wait for its words */
+#define PROF_MPI_WHY_ 512          /* the words, NUL included, at most */
+
 struct prof_mpi_state_ {
     int state;                   /* 0 not started, 1 on, -1 off */
     int err;                     /* why off */
     int rank, size;
-    MPI_Comm comm;               /* our duplicate */
+    MPI_Comm user;               /* the program's communicator */
+    MPI_Comm comm;               /* our duplicate, once made */
+    MPI_Comm dup;                /* the duplicate while MPI_Comm_idup runs */
+    MPI_Request dup_req;         /* MPI_REQUEST_NULL once done */
     MPI_Op op;                   /* prof_ranks_combine */
     MPI_Datatype type[PROF_RANKS_ROUNDS];   /* one round's buffer, one element */
     uint64_t every, timeout_ns;
+    int heard_from;              /* a rank whose here-message ended our wait, or -1 */
     void *last;                  /* the state of the last table, or NULL */
 };
 
@@ -94,10 +136,14 @@ static inline struct prof_mpi_state_ *prof_mpi_state_(void)
 
     if (!init) {
         int r;
+        s.user = MPI_COMM_NULL;
         s.comm = MPI_COMM_NULL;
+        s.dup = MPI_COMM_NULL;
+        s.dup_req = MPI_REQUEST_NULL;
         s.op = MPI_OP_NULL;
         for (r = 0; r < PROF_RANKS_ROUNDS; r++)
             s.type[r] = MPI_DATATYPE_NULL;
+        s.heard_from = -1;
         init = 1;
     }
     return &s;
@@ -115,18 +161,81 @@ static inline void prof_mpi_combine_(void *in, void *inout, int *len, MPI_Dataty
                            (const char *)in + (size_t)i * (size_t)size, (size_t)size);
 }
 
-/* Wait for req for at most timeout_ns. 1: complete, 0: timed out (req is
- * left pending), -1: failed. */
-static inline int prof_mpi_wait_(MPI_Request *req, uint64_t timeout_ns)
+/* The communicator the failure messages travel on: ours once made (the
+ * program's own receives cannot take them there), else the program's. */
+static inline MPI_Comm prof_mpi_talk_(const struct prof_mpi_state_ *s)
 {
-    double deadline = MPI_Wtime() + (double)timeout_ns / 1e9;
-    int done = 0;
+    return s->comm != MPI_COMM_NULL ? s->comm : s->user;
+}
+
+/* Has a namer's abort arrived (on ours or on the program's communicator:
+ * a rank whose duplicate was never made talks on the program's)? 1 and
+ * the words in why, else 0. */
+static inline int prof_mpi_aborted_(struct prof_mpi_state_ *s, char *why)
+{
+    MPI_Comm c[2];
+    int i;
+
+    c[0] = s->comm;
+    c[1] = s->user;
+    for (i = 0; i < 2; i++) {
+        MPI_Status st;
+        int flag = 0, n = 0;
+        if (c[i] == MPI_COMM_NULL || (i == 1 && c[1] == c[0]))
+            continue;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, PROF_MPI_TAG_ABORT_, c[i], &flag, &st) != MPI_SUCCESS ||
+            !flag)
+            continue;
+        MPI_Get_count(&st, MPI_CHAR, &n);
+        if (n < 1 || n > PROF_MPI_WHY_ ||
+            MPI_Recv(why, n, MPI_CHAR, st.MPI_SOURCE, PROF_MPI_TAG_ABORT_, c[i],
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            snprintf(why, PROF_MPI_WHY_, "rank %d gave up on a reduction", st.MPI_SOURCE);
+        why[PROF_MPI_WHY_ - 1] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
+/* Take the next here-message on comm, if any. 1: *from sent one for the
+ * window of step (a stale one, of another window, is dropped and counts
+ * as 0), 0: none. */
+static inline int prof_mpi_here_(MPI_Comm comm, uint64_t step, int *from)
+{
+    unsigned long long w = 0;
+    MPI_Status st;
+    int flag = 0;
+
+    if (MPI_Iprobe(MPI_ANY_SOURCE, PROF_MPI_TAG_HERE_, comm, &flag, &st) != MPI_SUCCESS || !flag)
+        return 0;
+    if (MPI_Recv(&w, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, PROF_MPI_TAG_HERE_, comm,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS || w != (unsigned long long)step)
+        return 0;
+    *from = st.MPI_SOURCE;
+    return 1;
+}
+
+/* Wait for req, the window of step's, for at most timeout_ns. 1:
+ * complete, 0: timed out, -1: failed (req is left pending on 0 and -1),
+ * 2: a namer's words arrived (in why), 3: a rank at this window gave up
+ * (s->heard_from). */
+static inline int prof_mpi_wait_(struct prof_mpi_state_ *s, MPI_Request *req, uint64_t step,
+                                 char *why)
+{
+    double deadline = MPI_Wtime() + (double)s->timeout_ns / 1e9;
+    int done = 0, from = -1;
 
     for (;;) {
         if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return -1;
         if (done)
             return 1;
+        if (prof_mpi_aborted_(s, why))
+            return 2;
+        if (prof_mpi_here_(prof_mpi_talk_(s), step, &from)) {
+            s->heard_from = from;
+            return 3;
+        }
         if (MPI_Wtime() > deadline)
             return 0;
         prof_mpi_pause_();
@@ -141,62 +250,147 @@ static inline int prof_mpi_off_(struct prof_mpi_state_ *s, int err, const char *
     return err;
 }
 
-#define PROF_MPI_TAG_ 0x5052   /* the here-messages after a timeout */
-
-/* A reduction timed out: every rank that was waiting tells rank 0 (on
- * comm: our duplicate, or the program's when duplicating it timed out),
- * which listens for a second and names the ranks it did not hear from. */
-static inline int prof_mpi_timed_out_(struct prof_mpi_state_ *s, MPI_Comm comm, const char *what,
-                                      uint64_t step)
+/* Append " r" or ", r" for each rank r whose mark is want, then " ..."
+ * when the rest would not leave room bytes (at least 64) for the words
+ * after the list. */
+static inline void prof_mpi_list_(char *buf, size_t size, int *n, const char *mark, int nmark,
+                                  char want, int room)
 {
-    static int here;   /* the message outlives this call: MPI may send it later */
-    char why[512];
-    int n = 0, rank = 0, size = 1;
+    int r, count = 0;
 
+    for (r = 0; r < nmark; r++) {
+        if (mark[r] != want)
+            continue;
+        if (*n >= (int)size - room) {
+            *n += snprintf(buf + *n, size - (size_t)*n, " ...");
+            return;
+        }
+        *n += snprintf(buf + *n, size - (size_t)*n, "%s %d", count ? "," : "", r);
+        count++;
+    }
+}
+
+/* This rank timed out (or saw a rank give up) at the window of step:
+ * settle who names whom (see above), say so and go off. */
+static inline int prof_mpi_timed_out_(struct prof_mpi_state_ *s, const char *what, uint64_t step)
+{
+    /* Sent without waiting: the buffers outlive this call. */
+    static unsigned long long here;
+    static char words[PROF_MPI_WHY_];
+    MPI_Comm comm = prof_mpi_talk_(s);
+    char why[PROF_MPI_WHY_];
+    int rank = 0, size = 1, namers, r, lower = 0, from = -1;
+    char *heard = NULL;
+    double until;
+
+    if (prof_mpi_aborted_(s, why))
+        return prof_mpi_off_(s, -ECANCELED, why);
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    if (rank != 0) {
+    namers = size < PROF_MPI_NAMERS_ ? size : PROF_MPI_NAMERS_;
+    here = (unsigned long long)step;
+    for (r = 0; r < namers; r++) {
         MPI_Request req;
-        here = rank;
-        if (MPI_Isend(&here, 1, MPI_INT, 0, PROF_MPI_TAG_, comm, &req) == MPI_SUCCESS)
+        if (r != rank &&
+            MPI_Isend(&here, 1, MPI_UNSIGNED_LONG_LONG, r, PROF_MPI_TAG_HERE_, comm, &req) ==
+            MPI_SUCCESS)
             MPI_Request_free(&req);
-        snprintf(why, sizeof why, "%s at step %llu timed out (PROF_RANKS_TIMEOUT): a rank did "
-                 "not reach this step; rank 0 names it", what, (unsigned long long)step);
-        return prof_mpi_off_(s, -ETIMEDOUT, why);
     }
-    {
-        char *heard = (char *)calloc((size_t)size, 1);
-        double until = MPI_Wtime() + 1.0;
-        int r, missing = 0;
-        if (heard == NULL)
-            return prof_mpi_off_(s, -ETIMEDOUT, "the reduction timed out (PROF_RANKS_TIMEOUT)");
-        heard[0] = 1;
-        while (MPI_Wtime() < until) {
-            int flag = 0, from = 0;
-            MPI_Status st;
-            MPI_Iprobe(MPI_ANY_SOURCE, PROF_MPI_TAG_, comm, &flag, &st);
-            if (!flag) {
+    if (rank < namers && (heard = (char *)calloc((size_t)size, 1)) != NULL) {
+        heard[rank] = 1;
+        if (s->heard_from >= 0 && s->heard_from < size) {
+            heard[s->heard_from] = 1;
+            lower = s->heard_from < rank;
+        }
+        until = MPI_Wtime() + PROF_MPI_LISTEN_S_;
+        while (!lower && MPI_Wtime() < until) {
+            if (prof_mpi_aborted_(s, why)) {
+                free(heard);
+                return prof_mpi_off_(s, -ECANCELED, why);
+            }
+            if (!prof_mpi_here_(comm, step, &from)) {
                 prof_mpi_pause_();
                 continue;
             }
-            MPI_Recv(&from, 1, MPI_INT, st.MPI_SOURCE, PROF_MPI_TAG_, comm, MPI_STATUS_IGNORE);
-            if (from > 0 && from < size)
+            if (from >= 0 && from < size)
                 heard[from] = 1;
+            lower = from < rank;
         }
-        n = snprintf(why, sizeof why, "%s at step %llu timed out (PROF_RANKS_TIMEOUT): rank",
-                     what, (unsigned long long)step);
-        for (r = 0; r < size && n < (int)sizeof why - 40; r++)
-            if (!heard[r]) {
-                n += snprintf(why + n, sizeof why - (size_t)n, "%s %d", missing ? "," : "", r);
-                missing++;
+        if (!lower) {
+            /* The namer: no lower rank timed out at this window. */
+            int missing = 0, n;
+            for (r = 0; r < size; r++)
+                missing += !heard[r];
+            n = snprintf(words, sizeof words, "%s at step %llu timed out on rank %d "
+                         "(PROF_RANKS_TIMEOUT %gs): ", what, (unsigned long long)step, rank,
+                         (double)s->timeout_ns / 1e9);
+            if (missing == 0) {
+                snprintf(words + n, sizeof words - (size_t)n, "all ranks arrived, late");
+            } else {
+                n += snprintf(words + n, sizeof words - (size_t)n, "rank%s",
+                              missing > 1 ? "s" : "");
+                /* Room after this list for the other one, when it follows. */
+                prof_mpi_list_(words, sizeof words, &n, heard, size, 0,
+                               size - missing < missing ? 192 : 64);
+                n += snprintf(words + n, sizeof words - (size_t)n, " did not reach this step");
+                if (size - missing < missing) {
+                    /* Most ranks are elsewhere: the odd one is the one that came. */
+                    n += snprintf(words + n, sizeof words - (size_t)n, "; only rank%s",
+                                  size - missing > 1 ? "s" : "");
+                    prof_mpi_list_(words, sizeof words, &n, heard, size, 1, 64);
+                    snprintf(words + n, sizeof words - (size_t)n, " did (another step rate?)");
+                }
             }
-        if (missing == 0)
-            snprintf(why + n, sizeof why - (size_t)n, "s all arrived, late");
-        else
-            snprintf(why + n, sizeof why - (size_t)n, " did not reach this step");
+            free(heard);
+            for (r = 0; r < size; r++) {
+                MPI_Request req;
+                if (r != rank &&
+                    MPI_Isend(words, (int)strlen(words) + 1, MPI_CHAR, r, PROF_MPI_TAG_ABORT_,
+                              comm, &req) == MPI_SUCCESS)
+                    MPI_Request_free(&req);
+            }
+            return prof_mpi_off_(s, -ETIMEDOUT, words);
+        }
         free(heard);
     }
+    /* A lower rank names them: wait for its words. */
+    until = MPI_Wtime() + PROF_MPI_GRACE_S_;
+    while (MPI_Wtime() < until) {
+        if (prof_mpi_aborted_(s, why))
+            return prof_mpi_off_(s, -ETIMEDOUT, why);
+        while (prof_mpi_here_(comm, step, &from))
+            ;   /* drained: no one reads them here */
+        prof_mpi_pause_();
+    }
+    snprintf(why, sizeof why, "%s at step %llu timed out on rank %d (PROF_RANKS_TIMEOUT %gs): "
+             "a rank did not reach this step, and no rank named it within %gs", what,
+             (unsigned long long)step, rank, (double)s->timeout_ns / 1e9, PROF_MPI_GRACE_S_);
     return prof_mpi_off_(s, -ETIMEDOUT, why);
+}
+
+/* A wait that did not complete: say why, from prof_mpi_wait_'s answer. */
+static inline int prof_mpi_failed_(struct prof_mpi_state_ *s, int w, const char *what,
+                                   uint64_t step, char *why)
+{
+    if (w == 2)
+        return prof_mpi_off_(s, -ECANCELED, why);
+    if (w == 0 || w == 3)
+        return prof_mpi_timed_out_(s, what, step);
+    snprintf(why, PROF_MPI_WHY_, "%s failed", what);
+    return prof_mpi_off_(s, -EIO, why);
+}
+
+/* The duplicate is ready: errors returned instead of aborting the job. */
+static inline int prof_mpi_dup_done_(struct prof_mpi_state_ *s)
+{
+    s->comm = s->dup;
+    s->dup = MPI_COMM_NULL;
+    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(s->comm, &s->rank);
+    MPI_Comm_size(s->comm, &s->size);
+    if (MPI_Op_create(prof_mpi_combine_, 1, &s->op) != MPI_SUCCESS)
+        return prof_mpi_off_(s, -EIO, "MPI_Op_create failed");
+    return 0;
 }
 
 static inline int prof_mpi_summary(MPI_Comm comm)
@@ -205,10 +399,12 @@ static inline int prof_mpi_summary(MPI_Comm comm)
     uint64_t n = prof_step_count();
     MPI_Request req;
     void *state = NULL, *buf = NULL;
-    int w, round;
+    char why[PROF_MPI_WHY_];
+    int w, round, done = 0;
 
     if (s->state < 0)
-        return s->err == -ETIMEDOUT || s->err == -EIO ? -ECANCELED : s->err;
+        return s->err == -ETIMEDOUT || s->err == -EIO || s->err == -ECANCELED ? -ECANCELED
+                                                                               : s->err;
     if (s->state == 0) {
         int err = prof_ranks_start(&s->every, &s->timeout_ns);
         if (err != 0) {
@@ -217,26 +413,33 @@ static inline int prof_mpi_summary(MPI_Comm comm)
             return err;
         }
         s->state = 1;
+        /* The duplicate is started at the first call, where every rank
+         * calls this at the same point of the program (a collective on
+         * comm must be in the same order on every rank: at the first
+         * window, a rank that steps at another rate would start it
+         * between other collectives than the others). */
+        s->user = comm;
+        if (MPI_Comm_idup(comm, &s->dup, &s->dup_req) != MPI_SUCCESS)
+            return prof_mpi_off_(s, -EIO, "MPI_Comm_idup failed");
+    }
+    if (s->dup_req != MPI_REQUEST_NULL) {
+        /* Progress it between windows (one MPI_Test per step until done). */
+        if (MPI_Test(&s->dup_req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return prof_mpi_off_(s, -EIO, "duplicating the communicator failed");
+        if (done && prof_mpi_dup_done_(s) != 0)
+            return s->err;
     }
     if (n == 0 || n % s->every != 0)
         return 0;
-    if (s->comm == MPI_COMM_NULL) {
-        /* A duplicate, made at the first window (every rank is there),
-         * with errors returned instead of aborting the job. */
-        MPI_Comm dup;
-        if (MPI_Comm_idup(comm, &dup, &req) != MPI_SUCCESS)
-            return prof_mpi_off_(s, -EIO, "MPI_Comm_idup failed");
-        if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1) {
-            if (w == 0)
-                return prof_mpi_timed_out_(s, comm, "duplicating the communicator", n);
-            return prof_mpi_off_(s, -EIO, "duplicating the communicator failed");
-        }
-        MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-        MPI_Comm_rank(dup, &s->rank);
-        MPI_Comm_size(dup, &s->size);
-        s->comm = dup;
-        if (MPI_Op_create(prof_mpi_combine_, 1, &s->op) != MPI_SUCCESS)
-            return prof_mpi_off_(s, -EIO, "MPI_Op_create failed");
+    s->heard_from = -1;
+    /* A rank that gave up told us: do not wait for it again. */
+    if (prof_mpi_aborted_(s, why))
+        return prof_mpi_off_(s, -ECANCELED, why);
+    if (s->dup_req != MPI_REQUEST_NULL) {
+        if ((w = prof_mpi_wait_(s, &s->dup_req, n, why)) != 1)
+            return prof_mpi_failed_(s, w, "duplicating the communicator", n, why);
+        if (prof_mpi_dup_done_(s) != 0)
+            return s->err;
     }
     /* malloc's alignment suits the state's int64 words. */
     state = malloc(PROF_RANKS_STATE_SIZE);
@@ -269,13 +472,11 @@ static inline int prof_mpi_summary(MPI_Comm comm)
             free(buf);
             return prof_mpi_off_(s, -EIO, "MPI_Iallreduce failed");
         }
-        if ((w = prof_mpi_wait_(&req, s->timeout_ns)) != 1) {
+        if ((w = prof_mpi_wait_(s, &req, n, why)) != 1) {
             /* buf stays allocated: the abandoned request may still read
              * and write it. */
             free(state);
-            if (w == 0)
-                return prof_mpi_timed_out_(s, s->comm, "the reduction", n);
-            return prof_mpi_off_(s, -EIO, "MPI_Iallreduce failed");
+            return prof_mpi_failed_(s, w, "the reduction", n, why);
         }
         prof_ranks_result(state, round, buf, (size_t)len);
     }

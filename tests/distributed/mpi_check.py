@@ -15,7 +15,16 @@ CASE:
   never      (MPI_TRAIN is tests/distributed/mpi_ranks) rank 3 never steps
              while every rank runs the job's MPI_Allreduce: the others'
              reduction times out once (PROF_RANKS_TIMEOUT=10s), rank 0
-             names rank 3, and every rank finishes all its iterations.
+             names rank 3 (each stepping rank prints its words), and every
+             rank finishes all its iterations.
+  never0     (mpi_ranks) the same with rank 0 as the one that never steps:
+             rank 1 names it; the job's loop takes at most one
+             PROF_RANKS_TIMEOUT (5s) and a little.
+  rate       (mpi_ranks) rank 2 steps twice per iteration in a job that
+             synchronises every iteration: it waits alone at its early
+             window, then tells the others, who do not wait at theirs; the
+             loop takes at most one PROF_RANKS_TIMEOUT (5s) and a little
+             (not two), and every rank's message names rank 2.
 Exit 0 pass, 1 fail, 77 skip (no mpirun)."""
 import json
 import os
@@ -113,15 +122,37 @@ def main():
         check(re.search(r"^prof summary: .*rank 1\), step \d+: last", err, re.M),
               "per-rank periodic summaries stay", err)
     elif case == "never":
-        out, err, took = run(exe, ["3", "30"], {"PROF_SUMMARY_EVERY": "5steps",
+        out, err, took = run(exe, ["never", "3", "30"], {"PROF_SUMMARY_EVERY": "5steps",
                                                "PROF_RANKS_TIMEOUT": "10s"}, limit=85)
         check(out.count("trained 30 iterations") == 4, "every rank finishes", out + err)
         failed = re.findall(r"^prof: cross-rank summary failed \((.*)\)", err, re.M)
         check(len(failed) == 3 and all("timed out" in f for f in failed),
               "each stepping rank says so once", err)
-        check(any(re.search(r"rank 3 did not reach this step", f) for f in failed),
-              "rank 0 names rank 3", err)
+        check(all(re.search(r"on rank 0 .*: rank 3 did not reach this step", f) for f in failed),
+              "rank 0 names rank 3, in every rank's message", err)
         check("prof ranks:" not in err, "no table", err)
+    elif case in ("never0", "rate"):
+        odd = "0" if case == "never0" else "2"
+        out, err, took = run(exe, [case.rstrip("0"), odd, "30"],
+                             {"PROF_SUMMARY_EVERY": "5steps", "PROF_RANKS_TIMEOUT": "5s"},
+                             limit=60)
+        loops = [float(t) for t in re.findall(r"trained 30 iterations in ([\d.]+) s", out)]
+        check(len(loops) == 4, "every rank finishes", out + err)
+        # One timeout (5 s), the namer's second of listening, and slack for
+        # four busy ranks on two shared cores; two timeouts would be 10 s.
+        check(max(loops) < 8.0, "one timeout in all: the loop took %.1f s" % max(loops),
+              out + err)
+        failed = re.findall(r"^prof: cross-rank summary failed \((.*)\)", err, re.M)
+        check(len(failed) == (3 if case == "never0" else 4), "each stepping rank says so once",
+              err)
+        if case == "never0":
+            check(all(re.search(r"\brank 0 did not reach", f) for f in failed),
+                  "every stepping rank names rank 0", err)
+        else:
+            check(all(re.search(r"\brank 2\b", f) for f in failed),
+                  "every rank names rank 2", err)
+        check("prof ranks:" not in err, "no table", err)
+        print("loop %.1f s, mpirun %.1f s" % (max(loops), took))
     else:
         fail("unknown case " + case)
     print("ok")
