@@ -251,8 +251,8 @@ static void say(int32_t pid, const char *how, const char *trace, int closed)
         prof_log("worker %d ended before writing its summary (%s): its trace %s was closed "
                  "on the signal path", (int)pid, how, trace);
     else
-        prof_log("worker %d ended before writing its summary (%s): its trace %s is cut; "
-                 "prof-report repairs it", (int)pid, how, trace);
+        prof_log("worker %d ended before writing its summary (%s): its trace %s is cut "
+                 "(prof-report reads it)", (int)pid, how, trace);
     if (ended.npids < PROF_CHILDREN_PIDS_KEPT)
         ended.pids[ended.npids++] = pid;
     ended.count++;

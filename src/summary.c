@@ -153,10 +153,8 @@ static void children_footer(struct prof_buf *b, const struct view *v)
     if (v->window)
         return;
     if (e->count) {
-        prof_buf_printf(b, "%llu worker%s ended before finishing (no summary; %s): pid%s",
-                        (unsigned long long)e->count, plural(e->count),
-                        e->count == 1 ? "its trace is cut, prof-report repairs it"
-                                      : "their traces are cut, prof-report repairs them",
+        prof_buf_printf(b, "%llu worker%s ended before finishing (no summary, trace cut): "
+                        "pid%s", (unsigned long long)e->count, plural(e->count),
                         plural(e->count));
         for (uint32_t i = 0; i < e->npids; i++)
             prof_buf_printf(b, " %d", (int)e->pids[i]);
@@ -353,7 +351,8 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
     const struct view *shown = kind == PROF_KIND_PERIODIC ? &win : &run;
     struct prof_rows rows;
 
-    prof_children_check_locked();   /* said before the summary that lists them */
+    /* Workers found ended are logged here, and listed below. */
+    prof_children_check_locked();
     if (format == PROF_FORMAT_JSON) {
         const struct prof_process *p = prof_process_get();
         static const char *kinds[] = {"", "periodic", "final", "demand"};
