@@ -23,6 +23,9 @@ LINE = re.compile(r"^prof: worker (\d+) ended before writing its summary \(([^)]
 def run(exe, d, extra):
     env = dict(os.environ, PROF="1", PROF_TRACE=os.path.join(d, "w-%p.json"), **extra)
     p = subprocess.run([exe, *ACTIONS], env=env, capture_output=True, text=True, timeout=60)
+    if p.returncode == 77:
+        print(p.stdout, p.stderr)
+        sys.exit(77)
     if p.returncode != 0:
         sys.exit(f"FAIL: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
     pids = {}
