@@ -16,7 +16,8 @@
 #include <stdint.h>
 
 /* Slots in the table: the forked workers of a tree watched at one time.
- * A child that finds none free is not watched (counted, said once). */
+ * A child that finds none free is not watched: counted in the table, and
+ * every parent's summaries give the count. */
 #define PROF_CHILDREN_SLOTS 256
 /* Pids kept for the summary; the count goes on past them. */
 #define PROF_CHILDREN_PIDS_KEPT 64
