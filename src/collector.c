@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "prof.h"
+#include "children.h"
 #include "clock.h"
 #include "collector.h"
 #include "cuda.h"
@@ -523,6 +524,7 @@ void prof_final_report_locked(void)
     if (!prof_rt.forked_from || prof_stats_nstages() > 0)
         prof_summary_emit_locked(PROF_KIND_FINAL);
     prof_trace_close();
+    prof_children_finished();
     prof_summary_out_close();
 }
 
@@ -654,6 +656,7 @@ int prof_collector_start_locked(void)
         pthread_cond_wait(&collector_ready_cond, &prof_rt.lock);
     /* Release: a thread that sees ready may attach without the lock. */
     __atomic_store_n(&prof_rt.ready, 1, __ATOMIC_RELEASE);
+    prof_children_join(prof_rt.forked_from);   /* a forked worker: its parent watches it */
     return 0;
 }
 

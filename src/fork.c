@@ -3,6 +3,7 @@
  * keeps only itself, and sets itself up on its first record. */
 #include <unistd.h>
 
+#include "children.h"
 #include "clock.h"
 #include "collector.h"
 #include "cuda.h"
@@ -26,6 +27,7 @@ static void atfork_prepare(void)
 {
     fork_parent = getpid();
     prof_rt_lock();
+    prof_children_prepare(__atomic_load_n(&prof_on_, __ATOMIC_RELAXED) != 0);
     prof_collector_atfork_prepare();
     prof_intern_atfork_prepare();
     prof_trace_atfork_prepare();

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "prof.h"
+#include "children.h"
 #include "clock.h"
 #include "env.h"
 #include "loss.h"
@@ -143,6 +144,31 @@ static void loss_footer(struct prof_buf *b, const struct view *v)
                     behind, hint);
 }
 
+/* Under the whole run's table: forked workers that ended before they
+ * could finish (children.h), each already said once on the logger. */
+static void children_footer(struct prof_buf *b, const struct view *v)
+{
+    const struct prof_children_ended *e = prof_children_get();
+
+    if (v->window)
+        return;
+    if (e->count) {
+        prof_buf_printf(b, "%llu worker%s ended before finishing (no summary, trace cut): "
+                        "pid%s", (unsigned long long)e->count, plural(e->count),
+                        plural(e->count));
+        for (uint32_t i = 0; i < e->npids; i++)
+            prof_buf_printf(b, " %d", (int)e->pids[i]);
+        if (e->count > e->npids)
+            prof_buf_printf(b, " and %llu more", (unsigned long long)(e->count - e->npids));
+        prof_buf_puts(b, "\n");
+    }
+    if (e->unwatched)
+        prof_buf_printf(b, "%llu forked worker%s in this process tree found no free slot among "
+                        "%d and %s not watched\n", (unsigned long long)e->unwatched,
+                        plural(e->unwatched), PROF_CHILDREN_SLOTS,
+                        e->unwatched == 1 ? "was" : "were");
+}
+
 static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
 {
     static const char *cols[] = {"count", "total", "self", "avg", "p50", "p95", "p99", "max"};
@@ -199,6 +225,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
     }
     loss_footer(b, v);
+    children_footer(b, v);
     if (r->ncounters) {
         prof_buf_printf(b, "%-*s %10s %10s %10s %10s %10s\n", (int)width, "counter", "count",
                         "last", "min", "max", "avg");
@@ -324,6 +351,8 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
     const struct view *shown = kind == PROF_KIND_PERIODIC ? &win : &run;
     struct prof_rows rows;
 
+    /* Workers found ended are logged here, and listed below. */
+    prof_children_check_locked();
     if (format == PROF_FORMAT_JSON) {
         const struct prof_process *p = prof_process_get();
         static const char *kinds[] = {"", "periodic", "final", "demand"};
@@ -348,6 +377,15 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
                         (unsigned long long)step,
                         (unsigned long long)run.wall_ns, (unsigned long long)prof_threads_seen,
                         (unsigned long long)prof_rt.dropped);
+        {
+            const struct prof_children_ended *e = prof_children_get();
+
+            prof_buf_puts(b, ",\"workers_unfinished\":[");
+            for (uint32_t i = 0; i < e->npids; i++)
+                prof_buf_printf(b, "%s%d", i ? "," : "", (int)e->pids[i]);
+            prof_buf_printf(b, "],\"workers_unfinished_count\":%llu,\"workers_unwatched\":%llu",
+                            (unsigned long long)e->count, (unsigned long long)e->unwatched);
+        }
         if (kind == PROF_KIND_PERIODIC &&
             prof_stats_rows(&rows, 1, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {
             prof_buf_printf(b, ",\"merged_windows\":%llu",

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "prof.h"
+#include "children.h"
 #include "clock.h"
 #include "digits.h"
 #include "env.h"
@@ -777,6 +778,7 @@ void prof_trace_close(void)
 void prof_trace_close_from_signal(void)
 {
     prof_trace_out_close_from_signal();
+    prof_children_trace_closed_from_signal();
 }
 
 void prof_trace_atfork_prepare(void)

@@ -7,7 +7,8 @@ no Python exit hook runs. prof puts its handler in front of PyTorch's
 once the worker has set it: the worker's final summary and the end of its
 trace are written, then PyTorch's handler gets the signal. Each case, plain
 and gzip traces, fork and forkserver: every worker's file parses strictly
-(closing ']', a finished gzip member) and every worker's summary appears.
+(closing ']', a finished gzip member) and every worker's summary appears;
+no worker is said to have ended before finishing.
 """
 import json
 import os
@@ -91,3 +92,7 @@ def test_workers_end_with_their_parent(tmp_path, mode, ext, method):
         assert pid in summarized, f"no summary from worker {pid}:\n{out.stderr}"
     assert parent in summarized
     assert "killed by signal" not in out.stderr, out.stderr
+    # Workers that finished are not named as ended before finishing: a
+    # fork worker's parent watches it, a forkserver worker is not its child.
+    assert "ended before" not in out.stderr, out.stderr
+    assert f"(pid {parent})" in out.stderr
