@@ -261,6 +261,7 @@ def test_version_and_helpers():
     assert prof.__version__ == prof.version == prof.runtime_version()
     inc = prof.get_include()
     assert os.path.exists(os.path.join(inc, "prof.h"))
+    assert os.path.exists(os.path.join(inc, "prof_impl.h"))
     assert os.path.exists(os.path.join(inc, "prof_version.h"))
     lib = prof.get_library()
     assert lib and os.path.exists(lib) and "libprof" in os.path.basename(lib)
