@@ -28,7 +28,7 @@
  * cuda.h is what the rest of src/ sees; the other headers are theirs.
  *
  * A zone's CPU side is an ordinary zone, begun and ended with the inline
- * zone path of prof.h (prof_zone_begin_inline_, prof_zone_end_inline_), not
+ * zone path of prof_impl.h (prof_zone_begin_inline_, prof_zone_end_inline_), not
  * with zone.c's prof_zone_begin/prof_zone_end: the parts under the API do not
  * call back up into it.
  *

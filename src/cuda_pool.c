@@ -274,7 +274,7 @@ struct cuda_pair *prof_cuda_pair_take(struct prof_thread_ *t, CUcontext ctx)
     struct cuda_pair *p = NULL;
 
     /* The cache is this thread's, but a signal handler running a zone could
-     * interrupt us here: the busy flag keeps it out, as in prof.h. */
+     * interrupt us here: the busy flag keeps it out, as in prof_impl.h. */
     if (!prof_busy_enter_(t))
         return NULL;
     s = slot_for(ctx);

@@ -42,7 +42,7 @@ struct prof_levels {
 #define PROF_THREAD_SIDES_ 2
 
 struct prof_thread {
-    struct prof_thread_ hot;     /* first: prof.h's fast path sees only this */
+    struct prof_thread_ hot;     /* first: the fast path (prof_impl.h) sees only this */
     struct prof_levels *levels;  /* mapped with the slot, kept with it */
     uint32_t dead_count;         /* owner only: bits set in levels->dead */
     /* Owner only. The open levels are [lo, depth) modulo 65536: when the

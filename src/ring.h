@@ -1,6 +1,6 @@
 /* ring.h - the consumer side of a thread's ring, and its geometry.
  *
- * The producer side is in prof.h (prof_ring_push_, inline on the hot path,
+ * The producer side is in prof_impl.h (prof_ring_push_, inline on the hot path,
  * and prof_ring_room_ in ring_room.c): the owning thread writes a record at
  * head and publishes it by storing head + 1 with release. The consumer
  * (the collector's drain, under the runtime lock; one consumer per ring at

@@ -1,5 +1,5 @@
 /* ring_room.c - the producer's slow path of a thread's ring: what
- * prof_ring_push_ (prof.h) calls every few thousand pushes, and at every
+ * prof_ring_push_ (prof_impl.h) calls every few thousand pushes, and at every
  * push while the ring is full. It wakes the collector, wraps early to keep
  * to the warm slots, and drops and counts a record that finds no room. The
  * ring's layout (warm and cold slots) and its consumer side are in ring.h. */
@@ -40,7 +40,7 @@ static int slow_enough_to_wrap(struct prof_thread_ *t, uint64_t head)
     return (double)records * (double)t->warm_lap_ns <= (double)elapsed * (double)t->warm;
 }
 
-/* The out-of-line half of prof_ring_push_ (prof.h); the ring's layout,
+/* The out-of-line half of prof_ring_push_ (prof_impl.h); the ring's layout,
  * warm and cold slots, is in ring.h. Returns 0 when the ring is full (the
  * record is dropped and counted); otherwise the push goes on at t->head,
  * which has moved if the ring wrapped early. */

@@ -1,4 +1,4 @@
-/* site.h - telling a zone's call site (struct prof_site_, prof.h) from a
+/* site.h - telling a zone's call site (struct prof_site_, prof_impl.h) from a
  * plain name. Names reach the collector as raw pointers; a pointer is a
  * site when it is 8-aligned and begins with the magic and its own address.
  * The test reads byte by byte and stops at the first mismatch, and the

@@ -5,7 +5,7 @@
  * contents) and looked up by that, so the same name from two call sites,
  * threads or languages lands in one stage.
  *
- * Nesting: each record carries the path hash of its parent (prof.h). The
+ * Nesting: each record carries the path hash of its parent (prof_impl.h). The
  * collector re-derives the record's own path hash and keeps a node per path
  * (stage, parent path). A parent's node exists once one of its zones ended;
  * for a zone still running (an "epoch" that lasts hours) the tree builder

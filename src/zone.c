@@ -1,5 +1,5 @@
 /* zone.c - the out-of-line half of the zone path: everything the inline
- * fast path in prof.h hands over when a zone does not end as the innermost
+ * fast path (prof_impl.h) hands over when a zone does not end as the innermost
  * open zone of the thread that began it.
  *
  * One rule decides every case: a zone ends on the thread that began it,

@@ -29,7 +29,7 @@
  * tasks (or two generators) on one thread can open A, then B, then close A
  * before B. Ending A naively would set the depth to 0 while B is open, and
  * B's end would then set it back to 1 forever. So every end checks the
- * thread's depth first (one load, in prof.h's inline fast path) and, when
+ * thread's depth first (one load, in the inline fast path, prof_impl.h) and, when
  * the zone is not the innermost, the runtime (src/zone.c) records it but
  * keeps the inner zones' depth, remembering the freed slot in a per-thread
  * bit mask; when the inner zones end, the depth falls through the freed
@@ -87,7 +87,7 @@ static uint64_t stacks_made;
  * inside a `with` block, a task dropped unfinished): kept, up to a bound,
  * so that an end on another thread still reaches the runtime, which
  * refuses and counts it. */
-/* Lanes (prof.h): a stack made for a context derived from another one (a
+/* Lanes (prof_impl.h): a stack made for a context derived from another one (a
  * task, a callback) records its zones in a lane of its own, so that the
  * runtime sums their children, and the trace draws them, apart from other
  * tasks'. Lane 0 is the thread's own context. In use: a bit each. */

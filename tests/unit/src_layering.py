@@ -30,8 +30,9 @@ Comments, string and character literals are removed before anything is
 read. A use is any mention of the name outside a declaration: a call, or
 the address taken. At file scope, `name(` is a declaration (C has no calls
 there); `struct name`, `.name` and `->name` are other namespaces. In a
-#define every mention counts. Calls reached only through prof.h's inline
-fast path are not seen (the header is not expanded).
+#define every mention counts. Calls reached only through the inline fast
+path (prof_impl.h, which prof.h includes) are not seen (headers are not
+expanded).
 
     python3 src_layering.py [SRC_DIR [INCLUDE_DIR]]
 
