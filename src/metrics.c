@@ -114,12 +114,27 @@ static int paths_make(const struct prof_live_snap *s, struct prof_buf *names, st
     return names->failed ? -ENOMEM : 0;
 }
 
-static void labels(struct prof_buf *b, const struct prof_buf *names, const struct path *p,
-                   const char *rank)
+/* One per-stage sample up to its value: the metric's name, the stage's
+ * label set (path, then rank) and close, which ends the set ("} ", or a
+ * quantile label and "} "). */
+static void stage_sample(struct prof_buf *b, const char *metric, const struct prof_buf *names,
+                         const struct path *p, const char *rank, const char *close)
 {
+    prof_buf_puts(b, metric);
     prof_buf_put(b, "{stage=\"", 8);
     prof_buf_put(b, names->data + p->off, p->len);
     prof_buf_puts(b, rank);
+    prof_buf_puts(b, close);
+}
+
+/* A metric of the whole process: head is its HELP and TYPE lines and its
+ * name; the only label is the rank. */
+static void process_metric(struct prof_buf *b, const char *head, const char *r_only, uint64_t v)
+{
+    prof_buf_puts(b, head);
+    prof_buf_puts(b, r_only);
+    prof_buf_u64(b, v);
+    prof_buf_put(b, "\n", 1);
 }
 
 void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
@@ -143,18 +158,14 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
     prof_buf_puts(b, "# HELP prof_stage_count_total Zones ended, per stage, whole run.\n"
                      "# TYPE prof_stage_count_total counter\n");
     for (size_t i = 0; i < s->len; i++) {
-        prof_buf_puts(b, "prof_stage_count_total");
-        labels(b, &names, &paths[i], rank);
-        prof_buf_puts(b, "} ");
+        stage_sample(b, "prof_stage_count_total", &names, &paths[i], rank, "} ");
         prof_buf_u64(b, s->rows[i].count);
         prof_buf_put(b, "\n", 1);
     }
     prof_buf_puts(b, "# HELP prof_stage_seconds_total Time in zones, per stage, whole run.\n"
                      "# TYPE prof_stage_seconds_total counter\n");
     for (size_t i = 0; i < s->len; i++) {
-        prof_buf_puts(b, "prof_stage_seconds_total");
-        labels(b, &names, &paths[i], rank);
-        prof_buf_puts(b, "} ");
+        stage_sample(b, "prof_stage_seconds_total", &names, &paths[i], rank, "} ");
         put_seconds(b, (double)s->rows[i].total_ns);
         prof_buf_put(b, "\n", 1);
     }
@@ -162,9 +173,7 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
                      "zones, per stage, whole run.\n"
                      "# TYPE prof_stage_self_seconds_total counter\n");
     for (size_t i = 0; i < s->len; i++) {
-        prof_buf_puts(b, "prof_stage_self_seconds_total");
-        labels(b, &names, &paths[i], rank);
-        prof_buf_puts(b, "} ");
+        stage_sample(b, "prof_stage_self_seconds_total", &names, &paths[i], rank, "} ");
         put_seconds(b, (double)s->rows[i].self_ns);
         prof_buf_put(b, "\n", 1);
     }
@@ -179,45 +188,30 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
         double v[3] = { r->p50_ns, r->p95_ns, r->p99_ns };
 
         for (int k = 0; k < 3; k++) {
-            prof_buf_puts(b, "prof_stage_latency_seconds");
-            labels(b, &names, &paths[i], rank);
-            prof_buf_puts(b, q[k]);
+            stage_sample(b, "prof_stage_latency_seconds", &names, &paths[i], rank, q[k]);
             put_seconds(b, v[k]);
             prof_buf_put(b, "\n", 1);
         }
-        prof_buf_puts(b, "prof_stage_latency_seconds_sum");
-        labels(b, &names, &paths[i], rank);
-        prof_buf_puts(b, "} ");
+        stage_sample(b, "prof_stage_latency_seconds_sum", &names, &paths[i], rank, "} ");
         put_seconds(b, (double)r->total_ns);
-        prof_buf_puts(b, "\nprof_stage_latency_seconds_count");
-        labels(b, &names, &paths[i], rank);
-        prof_buf_puts(b, "} ");
+        prof_buf_put(b, "\n", 1);
+        stage_sample(b, "prof_stage_latency_seconds_count", &names, &paths[i], rank, "} ");
         prof_buf_u64(b, r->count);
         prof_buf_put(b, "\n", 1);
     }
-    prof_buf_puts(b, "# HELP prof_dropped_records_total Records lost (full rings, refused "
-                     "zones, GPU sides not timed).\n"
-                     "# TYPE prof_dropped_records_total counter\nprof_dropped_records_total");
-    prof_buf_puts(b, r_only);
-    prof_buf_u64(b, s->dropped);
-    prof_buf_puts(b, "\n# HELP prof_steps_total Steps counted by prof_step.\n"
-                     "# TYPE prof_steps_total counter\nprof_steps_total");
-    prof_buf_puts(b, r_only);
-    prof_buf_u64(b, s->steps);
-    prof_buf_puts(b, "\n# HELP prof_threads Threads recording zones.\n"
-                     "# TYPE prof_threads gauge\nprof_threads");
-    prof_buf_puts(b, r_only);
-    prof_buf_u64(b, s->threads);
-    prof_buf_puts(b, "\n# HELP prof_stages Stages seen; those beyond the heaviest are not "
-                     "labelled (prof_stages_folded).\n"
-                     "# TYPE prof_stages gauge\nprof_stages");
-    prof_buf_puts(b, r_only);
-    prof_buf_u64(b, s->stages);
-    prof_buf_puts(b, "\n# HELP prof_stages_folded Stages left out of the per-stage metrics.\n"
-                     "# TYPE prof_stages_folded gauge\nprof_stages_folded");
-    prof_buf_puts(b, r_only);
-    prof_buf_u64(b, s->folded);
-    prof_buf_put(b, "\n", 1);
+    process_metric(b, "# HELP prof_dropped_records_total Records lost (full rings, refused "
+                      "zones, GPU sides not timed).\n"
+                      "# TYPE prof_dropped_records_total counter\nprof_dropped_records_total",
+                   r_only, s->dropped);
+    process_metric(b, "# HELP prof_steps_total Steps counted by prof_step.\n"
+                      "# TYPE prof_steps_total counter\nprof_steps_total", r_only, s->steps);
+    process_metric(b, "# HELP prof_threads Threads recording zones.\n"
+                      "# TYPE prof_threads gauge\nprof_threads", r_only, s->threads);
+    process_metric(b, "# HELP prof_stages Stages seen; those beyond the heaviest are not "
+                      "labelled (prof_stages_folded).\n"
+                      "# TYPE prof_stages gauge\nprof_stages", r_only, s->stages);
+    process_metric(b, "# HELP prof_stages_folded Stages left out of the per-stage metrics.\n"
+                      "# TYPE prof_stages_folded gauge\nprof_stages_folded", r_only, s->folded);
     free(paths);
     prof_buf_free(&names);
 }
