@@ -1,6 +1,7 @@
 /* bench.h - helpers shared by the C benchmarks: a monotonic clock, the
- * median of repeated runs, and re-running the program with its environment
- * set (prof reads the environment once, when the library loads). */
+ * median of repeated runs, re-running the program with its environment
+ * set (prof reads the environment once, when the library loads), and a
+ * producer paced at a given rate (capacity, busy_capacity). */
 #ifndef PROF_BENCH_H
 #define PROF_BENCH_H
 
@@ -75,6 +76,38 @@ __attribute__((noinline, unused)) static double bench_zones(int n, const char *n
 static inline double run_zones(int n)
 {
     return bench_zones(n, "bench");
+}
+
+/* Records dropped so far in this process, as the JSON summary says. */
+static inline uint64_t bench_dropped(void)
+{
+    static char buf[1 << 16];
+    const char *p;
+
+    prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_JSON);
+    p = strstr(buf, "\"dropped\":");
+    return p ? strtoull(p + 10, NULL, 10) : 0;
+}
+
+/* Zones named "paced" on the calling thread at rate per second for
+ * seconds, paced with the clock; returns how many were made. Behind, it
+ * catches up in bursts of at most 64: a paced rate, not a flood. */
+static inline uint64_t bench_pace(double rate, double seconds)
+{
+    uint64_t t0 = bench_now_ns(), dur = (uint64_t)(seconds * 1e9), done = 0;
+
+    for (;;) {
+        uint64_t el = bench_now_ns() - t0;
+        uint64_t due = (uint64_t)((double)el * rate / 1e9);
+
+        if (el >= dur)
+            break;
+        for (int k = 0; done < due && k < 64; k++, done++) {
+            PROF_ZONE("paced");
+            __asm__ __volatile__("" ::: "memory");
+        }
+    }
+    return done;
 }
 
 #endif

@@ -6,8 +6,8 @@
  * priority as itself), then paces one producer thread at rising rates for
  * SECONDS each with the default ring, and ends the children when done.
  * Printed: the highest rate that dropped nothing (nodrop_rate) and the
- * share of zones lost at 1 M zones/s (loss_1m). The producer catches up
- * in bursts of at most 64, as capacity.c's does.
+ * share of zones lost at 1 M zones/s (loss_1m). The producer is
+ * bench_pace (bench.h), the one capacity.c runs.
  *
  *     PROF=1 PROF_SUMMARY=off build/bench/busy_capacity [busy] [seconds]
  *
@@ -21,38 +21,16 @@
 
 #include "bench.h"
 
-static uint64_t dropped_now(void)
-{
-    static char buf[1 << 16];
-    const char *p;
-
-    prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_JSON);
-    p = strstr(buf, "\"dropped\":");
-    return p ? strtoull(p + 10, NULL, 10) : 0;
-}
-
 /* Zones dropped out of *made, one thread paced at rate for seconds. */
 static uint64_t run_paced(double rate, double seconds, uint64_t *made)
 {
-    uint64_t t0, dur = (uint64_t)(seconds * 1e9), done = 0, d0;
+    uint64_t d0;
 
     prof_flush();
-    d0 = dropped_now();
-    t0 = bench_now_ns();
-    for (;;) {
-        uint64_t el = bench_now_ns() - t0;
-        uint64_t due = (uint64_t)((double)el * rate / 1e9);
-
-        if (el >= dur)
-            break;
-        for (int k = 0; done < due && k < 64; k++, done++) {
-            PROF_ZONE("paced");
-            __asm__ __volatile__("" ::: "memory");
-        }
-    }
+    d0 = bench_dropped();
+    *made = bench_pace(rate, seconds);
     prof_flush();
-    *made = done;
-    return dropped_now() - d0;
+    return bench_dropped() - d0;
 }
 
 int main(int argc, char **argv)

@@ -36,16 +36,6 @@
 
 static double seconds = 2.0;
 
-static uint64_t dropped_now(void)
-{
-    static char buf[1 << 16];
-    const char *p;
-
-    prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_JSON);
-    p = strstr(buf, "\"dropped\":");
-    return p ? strtoull(p + 10, NULL, 10) : 0;
-}
-
 struct producer {
     double rate;              /* zones per second */
     pthread_t id;
@@ -54,20 +44,8 @@ struct producer {
 static void *produce(void *arg)
 {
     struct producer *p = arg;
-    uint64_t t0 = bench_now_ns(), dur = (uint64_t)(seconds * 1e9), done = 0;
 
-    for (;;) {
-        uint64_t el = bench_now_ns() - t0;
-        uint64_t due = (uint64_t)((double)el * p->rate / 1e9);
-
-        if (el >= dur)
-            break;
-        /* Catch up in bursts of at most 64: a paced rate, not a flood. */
-        for (int k = 0; done < due && k < 64; k++, done++) {
-            PROF_ZONE("paced");
-            __asm__ __volatile__("" ::: "memory");
-        }
-    }
+    bench_pace(p->rate, seconds);
     return NULL;
 }
 
@@ -78,7 +56,7 @@ static uint64_t run_paced(int n, double rate)
     uint64_t d0;
 
     prof_flush();
-    d0 = dropped_now();
+    d0 = bench_dropped();
     for (int i = 0; i < n; i++) {
         p[i].rate = rate;
         pthread_create(&p[i].id, NULL, produce, &p[i]);
@@ -86,7 +64,7 @@ static uint64_t run_paced(int n, double rate)
     for (int i = 0; i < n; i++)
         pthread_join(p[i].id, NULL);
     prof_flush();
-    return dropped_now() - d0;
+    return bench_dropped() - d0;
 }
 
 static double nodrop_rate(int n)
