@@ -1,8 +1,9 @@
 /*
  * prof_impl.h - the machinery behind prof.h. NOT API.
  *
- * Nothing here is part of prof's interface: every name ends in '_', and
- * any of them may change or go in any release, patch releases included.
+ * Nothing here is part of prof's interface: every name it declares ends
+ * in '_', and any of them may change or go in any release, patch releases
+ * included.
  * Do not include this file: include <prof.h>, which includes it after the
  * API it implements (prof_zone, PROF_API and the calls the inline code
  * uses are declared there first). The manual is prof.h; this is what its
@@ -516,6 +517,7 @@ inline const char *func_name_intern_(const char *pretty, size_t n)
 inline prof::Zone::Zone(const char *name) : zone_(prof_zone_begin_inline_(name)) {}
 inline prof::Zone::~Zone() { prof_zone_end_inline_(&zone_); }
 #endif /* __cplusplus */
+
 /* ------------------------------------------------------------------------ */
 /* The zone macros' bodies, per language: prof.h defines PROF_ZONE,
  * PROF_FUNC, PROF_ZONE_BEGIN and PROF_CUDA_ZONE in terms of these, with a
