@@ -234,7 +234,8 @@ def uses(code, names):
 BASE, CAPTURE, MIDDLE, API = 0, 1, 2, 3
 FLOOR_NAMES = {BASE: 'base', CAPTURE: 'capture', MIDDLE: 'collect/output/process', API: 'api'}
 FLOORS = {
-    BASE: 'clock digits env fdio hist intern json log map order process runtime slab prof prof_version',
+    BASE: ('clock digits env fdio hist intern json log map order process runtime slab '
+           'prof prof_impl prof_version'),
     CAPTURE: 'cuda cuda_driver cuda_pool nvtx registry ring ring_room site wake zone',
     MIDDLE: ('collector cuda_poll loss selftime sink stats trace '
              'children gz live metrics ranks summary summary_out trace_out '
