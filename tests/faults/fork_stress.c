@@ -180,18 +180,10 @@ int main(int argc, char **argv)
     int forks, failed = 0;
     uint64_t total = 0, recorded, dropped;
 
-#if defined(__SANITIZE_THREAD__)
-#  define FORK_UNDER_TSAN 1
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define FORK_UNDER_TSAN 1
-#  endif
-#endif
-#ifdef FORK_UNDER_TSAN
     /* Each child starts its own collector thread, and ThreadSanitizer does
      * not support new threads after a multi-threaded fork. */
-    SKIP("ThreadSanitizer does not support threads in a child of a multi-threaded fork");
-#endif
+    if (TEST_TSAN)
+        SKIP("ThreadSanitizer does not support threads in a child of a multi-threaded fork");
 #if defined(__SANITIZE_ADDRESS__)
     /* This test forks while other threads allocate, and GCC 12's ASan
      * allocator is not fork-safe (fixed upstream, llvm-project #75290): a

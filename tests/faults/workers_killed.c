@@ -85,18 +85,10 @@ static void wait_ended(pid_t pid)
 
 int main(int argc, char **argv)
 {
-#if defined(__SANITIZE_THREAD__)
-#  define FORK_UNDER_TSAN 1
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-#    define FORK_UNDER_TSAN 1
-#  endif
-#endif
-#ifdef FORK_UNDER_TSAN
     /* Each worker starts its own collector thread, and ThreadSanitizer does
      * not support new threads after a multi-threaded fork. */
-    SKIP("ThreadSanitizer does not support threads in a child of a multi-threaded fork");
-#endif
+    if (TEST_TSAN)
+        SKIP("ThreadSanitizer does not support threads in a child of a multi-threaded fork");
     {
         PROF_ZONE("parent.before");
     }
