@@ -91,6 +91,12 @@ void prof_log_release(void)
 void prof_log_atfork_child(void)
 {
     pthread_mutex_init(&queue.lock, NULL);
+    /* What is queued is the parent's: another of its threads queued it
+     * under the runtime lock and delivers it after releasing that lock,
+     * which a fork can come between. Delivered here too, it was said twice
+     * on the stderr both share (a worker named twice in fork_stress). */
+    queue.tail = queue.head;
+    queue.lost = 0;
 }
 
 static void log_message(const char *msg)
