@@ -22,7 +22,6 @@
 #include "start.h"
 #include "wake.h"
 
-
 /* prof_enable and prof_shutdown one at a time: an enable in the middle of
  * a shutdown must not leave recording on with the collector gone. */
 static pthread_mutex_t control_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -31,6 +30,7 @@ PROF_API const char *prof_version(void)
 {
     return PROF_VERSION_STRING;
 }
+
 static void at_exit(void)
 {
     prof_shutdown();

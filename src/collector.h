@@ -1,5 +1,6 @@
-/* collector.h - the collector thread: drains rings, feeds statistics and
- * the trace, prints periodic summaries. */
+/* collector.h - the collector thread: drains rings, hands each record to
+ * the sinks (sink.h), marks step summaries due and queues them after the
+ * drain (summary_out.h writes them). */
 #ifndef PROF_COLLECTOR_H
 #define PROF_COLLECTOR_H
 

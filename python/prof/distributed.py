@@ -199,6 +199,19 @@ def _timed_out(k, step, err):
 _WAIT_PREVIOUS_S = 0.2    # a window step waits this long for the last reduction
 
 
+def _settle(works):
+    """Wait out the works of a round that failed (each fails or ends within
+    the group's timeout). One left pending kept gloo working on it into the
+    interpreter's exit, where the process died of SIGABRT ("terminate called
+    without an active exception") in 2 of 4 runs of a rank leaving early on
+    a busy machine."""
+    for w in works:
+        try:
+            w.wait()
+        except Exception:  # noqa: BLE001 - the first failure is the one said
+            pass
+
+
 def _rounds(fl):
     """The reduction of one window, on prof's worker thread: the rounds one
     after the other (each a MIN, a MAX and a SUM all-reduce of one int64
@@ -221,6 +234,7 @@ def _rounds(fl):
         _fail(why)
         return
     moved = 0
+    works = []
     try:
         for rnd in range(3):
             buf, parts = _prof._ranks_contribute(fl["state"], rnd)
@@ -229,9 +243,11 @@ def _rounds(fl):
                      for part, op in zip(torch.split(words, list(parts)), ops) if part.numel()]
             for w in works:
                 w.wait()          # the group's timeout bounds it
+            works = []
             _prof._ranks_result(fl["state"], rnd, buf)
             moved += len(buf)
     except Exception as e:  # noqa: BLE001 - never into the training loop
+        _settle(works)
         msg = str(e).splitlines()[0] if str(e) else ""
         _timed_out(k, step, "%s: %s" % (type(e).__name__, msg))
         return
