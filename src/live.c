@@ -60,6 +60,14 @@ static unsigned char *map;
 static size_t map_size;
 static uint64_t publishes;
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static uint64_t real_ns(void)
 {
     struct timespec ts;
@@ -340,10 +348,10 @@ static void *publisher_main(void *arg)
         }
         state[i] = BUSY;
         pthread_mutex_unlock(&pub_lock);
-        t0 = prof_clock_now_ns();
+        t0 = mono_ns();
         prof_metrics_publish(&snaps[i]);
         pthread_mutex_lock(&pub_lock);
-        last_metrics_ns = prof_clock_now_ns() - t0;
+        last_metrics_ns = mono_ns() - t0;
         state[i] = FREE;
     }
     pthread_mutex_unlock(&pub_lock);
@@ -407,14 +415,14 @@ void prof_live_tick_locked(uint64_t now)
     pthread_mutex_unlock(&pub_lock);
     if (i < 0)
         return;    /* the metrics thread is behind: this second is skipped */
-    t0 = prof_clock_now_ns();
+    t0 = mono_ns();
     if (prof_live_snap_take_locked(&snaps[i]) != 0) {
         pthread_mutex_lock(&pub_lock);
         state[i] = FREE;
         pthread_mutex_unlock(&pub_lock);
         return;
     }
-    t1 = prof_clock_now_ns();
+    t1 = mono_ns();
     snaps[i].snap_ns = t1 - t0;
     snaps[i].publish_ns = last_publish_ns;
     pthread_mutex_lock(&pub_lock);
@@ -422,7 +430,7 @@ void prof_live_tick_locked(uint64_t now)
     pthread_mutex_unlock(&pub_lock);
     prof_rt_unlock();
     prof_live_publish(&snaps[i]);
-    t2 = prof_clock_now_ns();
+    t2 = mono_ns();
     prof_rt_lock();
     last_publish_ns = t2 - t1;
     pthread_mutex_lock(&pub_lock);

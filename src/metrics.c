@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "prof.h"
-#include "clock.h"
 #include "env.h"
 #include "fdio.h"
 #include "json.h"
@@ -269,6 +268,14 @@ static int server_pid;           /* the process whose server it is */
 static int server_failed;
 static struct conn *conns[PROF_METRICS_MAX_CONN];
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void conn_close(int i)
 {
     struct conn *c = conns[i];
@@ -451,7 +458,7 @@ static void *server_main(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "prof-metrics");
     for (;;) {
-        uint64_t now = prof_clock_now_ns();
+        uint64_t now = mono_ns();
         int n = 0;
 
         pfd[n].fd = wake_pipe[0], pfd[n].events = POLLIN, n++;
@@ -474,7 +481,7 @@ static void *server_main(void *arg)
             break;
         if (pfd[0].revents)
             break;
-        now = prof_clock_now_ns();
+        now = mono_ns();
         for (int k = 2; k < n; k++) {
             struct conn *c = conns[map[k]];
             int done = 0;
