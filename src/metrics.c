@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -505,6 +507,117 @@ static void *server_main(void *arg)
     return NULL;
 }
 
+/* The inodes of the listening TCP sockets on port, from table
+ * (/proc/net/tcp or tcp6): up to max of them. */
+static int listeners(const char *table, unsigned port, unsigned long *inode, int n, int max)
+{
+    FILE *f = fopen(table, "re");
+    char line[512];
+
+    if (f == NULL)
+        return n;
+    while (n < max && fgets(line, sizeof line, f) != NULL) {
+        unsigned lport, st;
+        unsigned long ino;
+
+        if (sscanf(line, " %*u: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %*x:%*x %*x:%*x %*x %*u "
+                   "%*u %lu", &lport, &st, &ino) == 3 && lport == port && st == 0x0A)
+            inode[n++] = ino;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Nonzero when pid has one of the sockets open. */
+static int holds_socket(int pid, const unsigned long *inode, int n)
+{
+    char dir[64], path[320], link[64], want[40];
+    struct dirent *e;
+    DIR *d;
+    int found = 0;
+
+    snprintf(dir, sizeof dir, "/proc/%d/fd", pid);
+    if ((d = opendir(dir)) == NULL)
+        return 0;
+    while (!found && (e = readdir(d)) != NULL) {
+        ssize_t len;
+
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if ((len = readlink(path, link, sizeof link - 1)) <= 0)
+            continue;
+        link[len] = '\0';
+        for (int i = 0; i < n && !found; i++) {
+            snprintf(want, sizeof want, "socket:[%lu]", inode[i]);
+            found = strcmp(link, want) == 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* Nonzero when pid has a thread named name (its server's, "prof-metrics"). */
+static int has_thread(int pid, const char *name)
+{
+    char dir[64], path[400], comm[32];
+    struct dirent *e;
+    DIR *d;
+    int found = 0;
+
+    snprintf(dir, sizeof dir, "/proc/%d/task", pid);
+    if ((d = opendir(dir)) == NULL)
+        return 0;
+    while (!found && (e = readdir(d)) != NULL) {
+        FILE *f;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
+        if ((f = fopen(path, "re")) == NULL)
+            continue;
+        if (fgets(comm, sizeof comm, f) != NULL) {
+            comm[strcspn(comm, "\n")] = '\0';
+            found = strcmp(comm, name) == 0;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+/* A process started afresh by a prof process (multiprocessing's spawn and
+ * forkserver workers, subprocess) inherits PROF_METRICS but is not a
+ * forked child: where the port is taken, it stays silent when one of its
+ * ancestors is a prof process that holds the port (it has the port's
+ * listening socket and a thread named prof-metrics: the trainer serves
+ * the tree), and says so otherwise (another program has the port). Read
+ * from /proc on the failure path only. */
+static int port_held_by_ancestor(unsigned port)
+{
+    unsigned long inode[16];
+    int n = listeners("/proc/net/tcp", port, inode, 0, 16);
+    int pid = getppid();
+
+    n = listeners("/proc/net/tcp6", port, inode, n, 16);
+    for (int depth = 0; n > 0 && depth < 32 && pid > 1; depth++) {
+        char path[64], buf[512], *p;
+        FILE *f;
+        int ppid = 0;
+
+        if (holds_socket(pid, inode, n) && has_thread(pid, "prof-metrics"))
+            return 1;
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        if ((f = fopen(path, "re")) == NULL)
+            return 0;
+        p = fgets(buf, sizeof buf, f);
+        fclose(f);
+        /* pid (comm) state ppid: comm may hold spaces and parentheses. */
+        if (p == NULL || (p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %*c %d", &ppid) != 1)
+            return 0;
+        pid = ppid;
+    }
+    return 0;
+}
+
 static int server_start(void)
 {
     const struct prof_config *cfg = prof_config_get();
@@ -521,8 +634,11 @@ static int server_start(void)
     listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (listen_fd < 0 || setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(listen_fd, 128) != 0) {
-        prof_log("PROF_METRICS: cannot serve on %s:%u (%s); no metrics", addr,
-                 (unsigned)cfg->metrics_port, strerror(errno));
+        int e = errno;
+
+        if (e != EADDRINUSE || !port_held_by_ancestor(cfg->metrics_port))
+            prof_log("PROF_METRICS: cannot serve on %s:%u (%s); no metrics", addr,
+                     (unsigned)cfg->metrics_port, strerror(e));
         goto fail;
     }
     if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -551,27 +667,65 @@ fail:
 
 /* ---- The file. ---- */
 
+/* The .prom file's mode: node_exporter's textfile collector usually runs
+ * as another user, so the file is readable by all, as a program's other
+ * outputs are under the usual umask (docs/LIVE.md, "Who can read"). */
+#define PROF_METRICS_FILE_MODE 0644
+
 static void file_write(const struct prof_buf *b)
 {
     static int logged;
     char path[4096], tmp[4200];
-    int fd, err = 0;
+    const char *slash;
+    int fd, n, err;
 
     if (prof_path_expand(prof_config_get()->metrics_path, path, sizeof path) != 0) {
         prof_log_once(&logged, "PROF_METRICS: path too long; no metrics");
         return;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, prof_process_get()->pid);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0 || (err = prof_write_full(fd, b->data, b->len, NULL)) != 0 || close(fd) != 0 ||
-        rename(tmp, path) != 0) {
-        int e = err ? -err : errno;
-
-        if (fd >= 0 && err != 0)
-            close(fd);
-        unlink(tmp);
+    /* The temporary is made by mkstemp beside the target (rename stays in
+     * one file system): a name nobody can guess or take first, created
+     * O_EXCL 0600, then given its mode once it holds the whole text. */
+    slash = strrchr(path, '/');
+    if (slash == NULL)
+        n = snprintf(tmp, sizeof tmp, ".prof-metrics.XXXXXX");
+    else
+        n = snprintf(tmp, sizeof tmp, "%.*s/.prof-metrics.XXXXXX", (int)(slash - path), path);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        err = -ENAMETOOLONG;
+    } else if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+        err = -errno;
+    } else {
+        err = prof_write_full(fd, b->data, b->len, NULL);
+        if (err == 0 && fchmod(fd, PROF_METRICS_FILE_MODE) != 0)
+            err = -errno;
+        if (close(fd) != 0 && err == 0)
+            err = -errno;
+        if (err == 0 && rename(tmp, path) != 0)
+            err = -errno;
+        if (err != 0)
+            unlink(tmp);
+    }
+    if (err != 0)
         prof_log_once(&logged, "PROF_METRICS: cannot write %s (%s); retried every second, "
-                      "said once", path, strerror(e));
+                      "said once", path, strerror(-err));
+}
+
+int prof_metrics_wanted(void)
+{
+    const struct prof_config *cfg = prof_config_get();
+
+    switch (cfg->metrics) {
+    case PROF_METRICS_HTTP:
+        /* One server per process tree, the first process's: a forked child
+         * (a DataLoader worker) never binds the port, whenever its parent
+         * first publishes, and says nothing about it. */
+        return !prof_rt.forked_from;
+    case PROF_METRICS_FILE:
+        /* A forked child writes only to a file of its own (%p). */
+        return !prof_rt.forked_from || prof_path_has_pid(cfg->metrics_path);
+    default:
+        return 0;
     }
 }
 
@@ -582,29 +736,16 @@ void prof_metrics_publish(const struct prof_live_snap *snap)
     struct prof_buf b = {0};
     struct text *t, *old;
 
-    if (cfg->metrics == PROF_METRICS_OFF)
+    if (!prof_metrics_wanted())
         return;
     if (cfg->metrics == PROF_METRICS_FILE) {
-        /* A forked child writes only to a file of its own (%p). */
-        if (!prof_rt.forked_from || prof_path_has_pid(cfg->metrics_path)) {
-            prof_metrics_format(&b, snap);
-            if (!b.failed)
-                file_write(&b);
-        }
+        prof_metrics_format(&b, snap);
+        if (!b.failed)
+            file_write(&b);
         prof_buf_free(&b);
         return;
     }
-    if (server_pid != pid) {
-        /* A forked child: the server and its port are the parent's. */
-        if (server_pid != 0) {
-            static int logged;
-
-            prof_log_once(&logged, "PROF_METRICS: a forked child (pid %d) does not serve "
-                          "metrics; its parent does", pid);
-            return;
-        }
-        server_pid = pid;
-    }
+    server_pid = pid;   /* not a forked child (above): the server is this process's */
     if (!server_running && (server_failed || server_start() != 0))
         return;
     prof_metrics_format(&b, snap);

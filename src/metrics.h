@@ -17,6 +17,11 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *snap);
  * (write + rename). Lock NOT held; never waits on a client. */
 void prof_metrics_publish(const struct prof_live_snap *snap);
 
+/* Nonzero where this process publishes metrics: PROF_METRICS is set and
+ * this is not a forked child (one server per process tree, the first
+ * process's), or it writes a .prom file whose name has %p. Any thread. */
+int prof_metrics_wanted(void);
+
 /* Stop the server thread and close its sockets (shutdown). */
 void prof_metrics_stop(void);
 
