@@ -62,16 +62,18 @@ static void *scraper(void *arg)
     return NULL;
 }
 
-/* Where src/live.c puts this process's file (prof_live_path). */
+/* Where src/live.c puts this process's file (prof_live_dir, prof_live_path). */
 static void live_path(char *buf, size_t size)
 {
     const char *dir = getenv("XDG_RUNTIME_DIR");
     struct stat st;
 
-    if (dir == NULL || dir[0] != '/' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        access(dir, W_OK) != 0)
-        dir = "/dev/shm";
-    snprintf(buf, size, "%s/" PROF_LIVE_PREFIX "%d", dir, (int)getpid());
+    if (dir != NULL && dir[0] == '/' && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid() && access(dir, W_OK) == 0)
+        snprintf(buf, size, "%s/prof/" PROF_LIVE_PREFIX "%d", dir, (int)getpid());
+    else
+        snprintf(buf, size, "/dev/shm/prof-%u/" PROF_LIVE_PREFIX "%d", (unsigned)geteuid(),
+                 (int)getpid());
 }
 
 static int one(long n)

@@ -7,8 +7,12 @@
  * (metrics.c formats it there). The file is a mapping
  * the writer updates in place under a sequence number (odd while writing),
  * so a reader in another process never takes a torn table for a whole one;
- * it is created 0600 and removed at exit, and readers remove the files of
- * processes that died without removing theirs. */
+ * it is created 0600 in a directory of this user's alone (0700, owner
+ * checked: nobody else can take or forge its name), removed at exit, and
+ * readers remove the files of processes that died without removing theirs.
+ * Every page of the mapping is reserved in the file (posix_fallocate)
+ * before it is mapped: a full tmpfs costs the live view, said once, never
+ * the program (a store into a page tmpfs cannot back is a SIGBUS). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -76,18 +80,34 @@ static uint64_t real_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* $XDG_RUNTIME_DIR is the user's own (0700): preferred where it is set;
- * /dev/shm otherwise (tmpfs on every Linux, shared by all users, hence
- * 0600 and O_EXCL | O_NOFOLLOW). */
-int prof_live_path(int pid, char *buf, size_t size)
+/* The user's own directory: $XDG_RUNTIME_DIR/prof where that variable
+ * names a directory of this user's that it may write, else
+ * /dev/shm/prof-UID (tmpfs on every Linux). Made 0700 and then checked,
+ * never trusted for its name: a directory another user made first (the
+ * names are guessable), or one that others may enter, is refused, so
+ * nobody else can create, replace or read a per-pid name in it. Only the
+ * name is chosen here; live_dir_open checks what is there. */
+int prof_live_dir(char *buf, size_t size)
 {
-    const char *dir = getenv("XDG_RUNTIME_DIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
     struct stat st;
     int n;
 
-    if (dir == NULL || dir[0] != '/' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        access(dir, W_OK) != 0)
-        dir = "/dev/shm";
+    if (xdg != NULL && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid() && access(xdg, W_OK) == 0)
+        n = snprintf(buf, size, "%s/prof", xdg);
+    else
+        n = snprintf(buf, size, "/dev/shm/prof-%u", (unsigned)geteuid());
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int prof_live_path(int pid, char *buf, size_t size)
+{
+    char dir[400];
+    int n;
+
+    if (prof_live_dir(dir, sizeof dir) != 0)
+        return -ENAMETOOLONG;
     n = snprintf(buf, size, "%s/" PROF_LIVE_PREFIX "%d", dir, pid);
     return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
@@ -179,9 +199,85 @@ static void file_forget(void)
     file_fd = -1;
 }
 
+/* The directory, made if missing and opened without following a link;
+ * its descriptor if it is this user's and nobody else's (0700), else -1,
+ * said once. */
+static int live_dir_open(void)
+{
+    char dir[400];
+    struct stat st;
+    int fd;
+
+    if (prof_live_dir(dir, sizeof dir) != 0) {
+        prof_log("live stats: the directory's name is too long; prof-top will not see this "
+                 "process");
+        return -1;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        prof_log("live stats: cannot create %s (%s); prof-top will not see this process", dir,
+                 strerror(errno));
+        return -1;
+    }
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        prof_log("live stats: cannot open %s (%s); prof-top will not see this process", dir,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        prof_log("live stats: %s belongs to uid %u with mode %03o, not to this user (uid %u) "
+                 "alone; prof-top will not see this process", dir, (unsigned)st.st_uid,
+                 (unsigned)(st.st_mode & 0777), (unsigned)geteuid());
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Room for size bytes, reserved in the file before the mapping covers it:
+ * a store into a tmpfs page that has no room behind it raises SIGBUS and
+ * kills the program, so every page the writer may touch is allocated
+ * first (posix_fallocate), and where that fails nothing is mapped. The
+ * mapping is grown, never shrunk: a reader may be between reading the size
+ * and the rows. 0 or a negative errno. */
+static int file_room(size_t size)
+{
+    size_t want = map_size ? map_size : 65536;
+    void *m;
+    int err;
+
+    if (size <= map_size)
+        return 0;
+    while (want < size)
+        want *= 2;
+    if ((err = posix_fallocate(file_fd, 0, (off_t)want)) != 0)
+        return -err;
+    m = map ? mremap(map, map_size, want, MREMAP_MAYMOVE)
+            : mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, file_fd, 0);
+    if (m == MAP_FAILED)
+        return -errno;
+    map = m;
+    map_size = want;
+    return 0;
+}
+
+/* Publishing ends for this process: the file goes, and the reason is said
+ * once (what the first reservation or a growth could not get). */
+static void file_give_up(const char *what, int err)
+{
+    prof_log("live stats: %s %s (%s); prof-top does not see this process from now on", what,
+             file_path, strerror(err));
+    unlink(file_path);
+    file_forget();
+    file_failed = 1;
+}
+
 static int file_open(void)
 {
-    int pid = prof_process_get()->pid;
+    int pid = prof_process_get()->pid, dir, err;
+    char name[64];
 
     if (file_pid != pid) {
         /* Forked: the mapping and the file are the parent's. */
@@ -191,45 +287,33 @@ static int file_open(void)
     }
     if (file_fd >= 0 || file_failed)
         return file_fd;
-    if (prof_live_path(pid, file_path, sizeof file_path) != 0) {
-        file_failed = 1;
+    file_failed = 1;
+    if (prof_live_path(pid, file_path, sizeof file_path) != 0 || (dir = live_dir_open()) < 0)
         return -1;
-    }
+    snprintf(name, sizeof name, PROF_LIVE_PREFIX "%d", pid);
     for (int tries = 0; tries < 2; tries++) {
-        file_fd = open(file_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        /* A file by our pid is a dead process's whose pid came round
-         * again: ours to replace. */
-        if (file_fd >= 0 || errno != EEXIST || unlink(file_path) != 0)
+        file_fd = openat(dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        /* A file by our pid, in a directory only we can write, is a dead
+         * process's whose pid came round again: ours to replace. */
+        if (file_fd >= 0 || errno != EEXIST || unlinkat(dir, name, 0) != 0)
             break;
     }
+    err = errno;
+    close(dir);
     if (file_fd < 0) {
         prof_log("live stats: cannot create %s (%s); prof-top will not see this process",
-                 file_path, strerror(errno));
-        file_failed = 1;
+                 file_path, strerror(err));
+        return -1;
     }
+    /* The first room, reserved before anything is mapped: a full tmpfs
+     * (a container's 64 MB /dev/shm filled by DataLoader workers) is one
+     * line here, never a SIGBUS. */
+    if ((err = file_room(1)) != 0) {
+        file_give_up("no room for", -err);
+        return -1;
+    }
+    file_failed = 0;
     return file_fd;
-}
-
-/* Room for size bytes, the mapping grown (never shrunk: a reader may be
- * between reading the size and the rows). */
-static int file_room(size_t size)
-{
-    size_t want = map_size ? map_size : 65536;
-    void *m;
-
-    if (size <= map_size)
-        return 0;
-    while (want < size)
-        want *= 2;
-    if (ftruncate(file_fd, (off_t)want) != 0)
-        return -errno;
-    m = map ? mremap(map, map_size, want, MREMAP_MAYMOVE)
-            : mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, file_fd, 0);
-    if (m == MAP_FAILED)
-        return -errno;
-    map = m;
-    map_size = want;
-    return 0;
 }
 
 static void file_write(const struct prof_live_snap *s)
@@ -245,18 +329,15 @@ static void file_write(const struct prof_live_snap *s)
     for (size_t i = 0; i < s->len; i++)
         names += strlen(s->rows[i].name);
     size = sizeof *h + s->len * sizeof *fr + names;
-    if (map != NULL) {
-        /* Odd before the file may grow: a reader of the old size retries. */
-        h = (struct prof_live_file_header *)map;
-        __atomic_store_n(&h->seq, h->seq | 1, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-    }
+    /* Odd before the file may grow: a reader of the old size retries.
+     * The header is in the first room, reserved when the file was made. */
+    h = (struct prof_live_file_header *)map;
+    __atomic_store_n(&h->seq, h->seq | 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     if ((err = file_room(size)) != 0) {
-        prof_log("live stats: cannot grow %s (%s); prof-top will not see this process",
-                 file_path, strerror(-err));
-        unlink(file_path);
-        file_forget();
-        file_failed = 1;
+        /* The table outgrew the room: publishing stops here, the stores
+         * above were all into reserved pages. */
+        file_give_up("the table outgrew the room it could reserve for", -err);
         return;
     }
     h = (struct prof_live_file_header *)map;
@@ -328,7 +409,7 @@ static int wanted(void)
 {
     const struct prof_config *cfg = prof_config_get();
 
-    return cfg->live || cfg->metrics != PROF_METRICS_OFF;
+    return cfg->live || prof_metrics_wanted();
 }
 
 static void *publisher_main(void *arg)
@@ -398,7 +479,7 @@ static int publisher_start(void)
 void prof_live_tick_locked(uint64_t now)
 {
     static int metrics_failed;
-    int metrics = prof_config_get()->metrics != PROF_METRICS_OFF;
+    int metrics = prof_metrics_wanted();
     uint64_t t0, t1, t2;
     int i;
 
@@ -468,7 +549,7 @@ void prof_live_stop(void)
     }
     /* The metrics file gets the final numbers; the server and the live
      * file go. */
-    if (prof_config_get()->metrics == PROF_METRICS_FILE) {
+    if (prof_config_get()->metrics == PROF_METRICS_FILE && prof_metrics_wanted()) {
         prof_rt_lock();
         if (prof_rt.started)
             took = prof_live_snap_take_locked(&snaps[0]);

@@ -104,8 +104,13 @@ void prof_live_publish(const struct prof_live_snap *snap);
  * metrics server stopped. */
 void prof_live_stop(void);
 
-/* The file's path for pid, in the directory readers look in first. 0 or
- * -ENAMETOOLONG. */
+/* This user's directory for live files: $XDG_RUNTIME_DIR/prof where that
+ * variable names a writable directory of this user's, else
+ * /dev/shm/prof-UID. Only the name: the writer makes it 0700 and refuses
+ * it unless it is this user's alone. 0 or -ENAMETOOLONG. */
+int prof_live_dir(char *buf, size_t size);
+
+/* The file's path for pid in that directory. 0 or -ENAMETOOLONG. */
 int prof_live_path(int pid, char *buf, size_t size);
 
 #endif
