@@ -2,8 +2,11 @@
 
 Every process recording with ``PROF=1`` (unless ``PROF_LIVE=0``) writes its
 stages once a second to a file named by its pid, ``prof-live-PID``, under
-``$XDG_RUNTIME_DIR`` or ``/dev/shm`` (mode 0600: the owner and root can read
-it). This module reads it; ``prof-top`` is built on it::
+this user's directory, ``$XDG_RUNTIME_DIR/prof`` or ``/dev/shm/prof-UID``
+(0700, the file 0600). This module reads it, trusting only this user's
+own files (owner and mode checked, every count and index bounded: a
+malformed file is a LiveError for that file); ``prof-top`` is built on
+it::
 
     import prof.live
     for p in prof.live.processes():
@@ -18,6 +21,7 @@ tools are installed. The layout is documented in docs/LIVE.md.
 """
 
 import os
+import stat
 import struct
 import time
 
@@ -37,28 +41,68 @@ _PATH_MAX = 256
 
 class LiveError(Exception):
     """A process's live table cannot be read (gone, another user's, not a
-    prof process, or a layout this reader does not know)."""
+    prof process, malformed, or a layout this reader does not know)."""
+
+
+# What a file may claim, whatever it says: a file is at most this big, and
+# its table has at most this many rows (the writer publishes 4,096 and
+# their ancestors, each at most 64k levels deep: far fewer in practice).
+_MAX_FILE = 1 << 30
+_MAX_ROWS = 1 << 22
+
+
+def _private_dir(d):
+    """d when it is a directory of this user's alone (not a link, owner is
+    us, no group or other bits): the writer refuses any other, and so does
+    the reader, or another user could plant files in it."""
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        return None
+    return d
 
 
 def directories():
-    """Where the files are looked for: $XDG_RUNTIME_DIR (the writer's
-    first choice), then /dev/shm."""
+    """Where this user's files are looked for: $XDG_RUNTIME_DIR/prof (the
+    writer's choice where that variable names a directory of this user's),
+    then /dev/shm/prof-UID; only those that are this user's alone (0700)."""
     out = []
     xdg = os.environ.get("XDG_RUNTIME_DIR")
-    for d in (xdg, "/dev/shm"):
-        if d and d.startswith("/") and os.path.isdir(d) and d not in out:
+    cands = [os.path.join(xdg, "prof")] if xdg and xdg.startswith("/") else []
+    cands.append("/dev/shm/prof-%d" % os.geteuid())
+    for d in cands:
+        if d not in out and _private_dir(d):
             out.append(d)
     return out
 
 
-def _alive(pid):
+def _state(pid):
+    """The process's state letter from /proc/PID/stat ('R', 'S', 'Z', ...),
+    None when there is no such process, '?' where /proc cannot say."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True    # another user's process: alive
-    return True
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
+    # pid (comm) state ...: comm may hold spaces and parentheses.
+    rest = data[data.rfind(b")") + 1:].split()
+    return rest[0].decode("ascii", "replace") if rest else "?"
+
+
+def _alive(pid):
+    """A process that runs: not gone, and not a zombie (ended, its parent
+    has not reaped it yet) or dead."""
+    return _state(pid) not in (None, "Z", "X", "x")
 
 
 def _entries():
@@ -70,7 +114,9 @@ def _entries():
         for name in names:
             if not name.startswith(PREFIX) or not name[len(PREFIX):].isdigit():
                 continue
-            yield int(name[len(PREFIX):]), os.path.join(d, name)
+            pid = int(name[len(PREFIX):])
+            if 0 < pid < 1 << 31:
+                yield pid, os.path.join(d, name)
 
 
 def _clean(path):
@@ -94,18 +140,36 @@ def _cstr(b):
     return b.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+def _check_file(fd, path):
+    """The file is trusted only when it is a regular file of this user's
+    that nobody else may write."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise LiveError("%s is not a regular file: not read" % path)
+    if st.st_uid != os.geteuid():
+        raise LiveError("%s belongs to uid %d, not to this user (uid %d): not trusted"
+                        % (path, st.st_uid, os.geteuid()))
+    if st.st_mode & 0o077:
+        raise LiveError("%s has mode %04o, not 0600 (others may read or write it): not "
+                        "trusted" % (path, st.st_mode & 0o7777))
+    return st
+
+
 def _read(path, retries=200):
     """The file's bytes as of one whole publish (seqlock: the sequence
     number is even and the same before and after the copy)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except PermissionError:
-        raise LiveError("%s belongs to another user (mode 0600): run as that user or root"
+        raise LiveError("%s cannot be read (another user's): run as that user"
                         % path) from None
     except FileNotFoundError:
         raise LiveError("%s is gone (the process ended)" % path) from None
+    except OSError as e:
+        raise LiveError("%s cannot be opened (%s)" % (path, e.strerror)) from None
     try:
         for _ in range(retries):
+            st = _check_file(fd, path)
             head = os.pread(fd, _HEADER.size, 0)
             if len(head) < _HEADER.size:
                 time.sleep(0.005)     # created, not written yet
@@ -120,6 +184,9 @@ def _read(path, retries=200):
             if seq & 1:
                 time.sleep(0.001)
                 continue
+            if not _HEADER.size <= size <= min(st.st_size, _MAX_FILE):
+                raise LiveError("%s is malformed: it claims %d bytes in use, the file has %d"
+                                % (path, size, st.st_size))
             data = os.pread(fd, size, 0)
             again = struct.unpack_from("=Q", os.pread(fd, 8, _SEQ_OFFSET))[0]
             if again == seq and len(data) == size and \
@@ -131,27 +198,52 @@ def _read(path, retries=200):
         os.close(fd)
 
 
-def _parse(data):
+def _parse(data, path="the live file"):
+    """The table in data, every count, size and index checked against the
+    bytes there are: a malformed file is a LiveError, never an IndexError
+    or a MemoryError."""
+    def bad(what):
+        return LiveError("%s is malformed: %s" % (path, what))
+
+    if len(data) < _HEADER.size:
+        raise bad("shorter than its header")
     h = _HEADER.unpack_from(data, 0)
     (_, _, header_size, row_size, nrows, seq, size, pid, rank, program, host,
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
      stages, folded, snap_ns, publish_ns, publishes, metrics_ns) = h
+    if header_size != _HEADER.size or row_size != _ROW.size:
+        raise bad("header or row size %d/%d, expected %d/%d"
+                  % (header_size, row_size, _HEADER.size, _ROW.size))
+    if size != len(data) or nrows > _MAX_ROWS or header_size + nrows * row_size > size:
+        raise bad("%d rows do not fit in %d bytes" % (nrows, size))
     names_at = header_size + nrows * row_size
+    names_len = size - names_at
     rows = []
     for i in range(nrows):
         r = _ROW.unpack_from(data, header_size + i * row_size)
         (name_off, name_len, parent, depth, flags, _, count, total, self_ns, outer,
          win_count, win_total, p50, p95, p99) = r
+        if name_off > names_len or name_len > names_len - name_off:
+            raise bad("row %d's name (%d bytes at %d) is past the names (%d bytes)"
+                      % (i, name_len, name_off, names_len))
         name = data[names_at + name_off:names_at + name_off + name_len].decode("utf-8", "replace")
-        parent = None if parent == _NO_PARENT else parent
+        if parent == _NO_PARENT:
+            parent = None
+        elif parent >= i:
+            # Rows are in tree order: a parent comes before its children.
+            raise bad("row %d's parent is row %d" % (i, parent))
+        if depth > i:
+            # The writer's depth is at most the row's index (its ancestors
+            # come first); a larger one would indent by gigabytes.
+            raise bad("row %d's depth is %d" % (i, depth))
         if parent is None:
-            path = name
+            path_ = name
         elif len(rows[parent]["path"]) > _PATH_MAX:
-            path = ".../" + name    # as the metrics label: a deep chain's path is cut
+            path_ = ".../" + name    # as the metrics label: a deep chain's path is cut
         else:
-            path = rows[parent]["path"] + "/" + name
+            path_ = rows[parent]["path"] + "/" + name
         rows.append({
-            "name": name, "path": path, "parent": parent, "depth": depth,
+            "name": name, "path": path_, "parent": parent, "depth": depth,
             "gpu": bool(flags & 1), "count": count, "total_ns": total, "self_ns": self_ns,
             "outer_ns": outer, "window_count": win_count, "window_total_ns": win_total,
             "p50_ns": p50, "p95_ns": p95, "p99_ns": p99,
@@ -168,34 +260,43 @@ def _parse(data):
     }
 
 
+def _load(pid, path):
+    table = _parse(_read(path), path)
+    if table["pid"] != pid:
+        raise LiveError("%s is malformed: it names pid %d" % (path, table["pid"]))
+    return table
+
+
 def snapshot(pid):
     """The table process pid published last, as a dict (rows in tree order,
-    each with its path "a/b/c"). Raises LiveError when there is none."""
+    each with its path "a/b/c"). Raises LiveError when there is none, the
+    process has ended (a zombie too), or the file is not to be trusted."""
     pid = int(pid)
     path = path_of(pid)
     if path is None:
         raise LiveError("process %d publishes no live stats (not running with PROF=1, "
-                        "PROF_LIVE=0, or not on this host)" % pid)
+                        "PROF_LIVE=0, another user's, or not on this host)" % pid)
     if not _alive(pid):
         _clean(path)
         raise LiveError("process %d has ended" % pid)
-    return _parse(_read(path))
+    return _load(pid, path)
 
 
 def processes():
-    """The prof processes on this host: a dict per process (pid, rank,
-    program, host, steps, stages, run_s, or error where its table cannot be
-    read), by rank then pid. Files of dead processes are removed."""
+    """This user's prof processes on this host: a dict per process (pid,
+    rank, program, host, steps, stages, run_s, or error where its file
+    cannot be read or trusted), by rank then pid. Files of ended processes
+    are removed."""
     out = []
     for pid, path in _entries():
         if not _alive(pid):
             _clean(path)
             continue
         try:
-            s = _parse(_read(path))
-        except LiveError as e:
-            out.append({"pid": pid, "rank": None, "program": "?", "host": "?", "steps": 0,
-                        "stages": 0, "run_s": 0.0, "error": str(e)})
+            s = _load(pid, path)
+        except (LiveError, OSError, ValueError, struct.error) as e:
+            out.append({"pid": pid, "rank": None, "program": "?", "host": "?", "threads": 0,
+                        "steps": 0, "stages": 0, "run_s": 0.0, "error": str(e)})
             continue
         del s["rows"]
         out.append(s)
@@ -204,22 +305,38 @@ def processes():
 
 
 def rates(prev, cur):
-    """Per row of cur, by path: count per second and wall share (0-1) over
-    the time between two snapshots of one process; with prev None (or not
+    """Per row of cur, by path: count per second and wall share over the
+    time between two snapshots of one process; with prev None (or not
     older), over the run so far. Returns {path: (rate, wall_share)} and the
-    seconds it covers."""
+    seconds it covers.
+
+    The wall share is the time the stage's zones covered (recursion once,
+    summed over threads) over the interval, 1.0 for a thread in it all the
+    time. A zone is counted when it ends, so a zone longer than the
+    interval would count whole in the interval it ends in (300% for a 3 s
+    zone in a 1 s refresh, 0 in the others): for a stage whose zones last
+    longer than the interval on average, the share is the run's. It is at
+    most 1.0 per thread of the process."""
     out = {}
-    if prev is not None and prev["pid"] == cur["pid"] and cur["run_s"] > prev["run_s"]:
-        dt = cur["run_s"] - prev["run_s"]
+    cap = max(1, cur["threads"])
+    run = cur["run_s"]
+
+    def run_share(r):
+        return min(r["outer_ns"] / 1e9 / run, cap) if run > 0 else 0.0
+
+    if prev is not None and prev["pid"] == cur["pid"] and run > prev["run_s"]:
+        dt = run - prev["run_s"]
         before = {r["path"]: r for r in prev["rows"]}
         for r in cur["rows"]:
             b = before.get(r["path"])
             dc = r["count"] - (b["count"] if b else 0)
             do = r["outer_ns"] - (b["outer_ns"] if b else 0)
-            out[r["path"]] = (max(dc, 0) / dt, max(do, 0) / 1e9 / dt)
+            if r["count"] and r["total_ns"] / r["count"] / 1e9 >= dt:
+                share = run_share(r)
+            else:
+                share = min(max(do, 0) / 1e9 / dt, cap)
+            out[r["path"]] = (max(dc, 0) / dt, share)
         return out, dt
-    dt = cur["run_s"]
     for r in cur["rows"]:
-        out[r["path"]] = (r["count"] / dt if dt > 0 else 0.0,
-                          r["outer_ns"] / 1e9 / dt if dt > 0 else 0.0)
-    return out, dt
+        out[r["path"]] = (r["count"] / run if run > 0 else 0.0, run_share(r))
+    return out, run
