@@ -442,6 +442,18 @@ def route_wheel(source, work, tmp):
     log(out.strip())
     if venv not in out:
         raise Fail("prof was not imported from the venv:\n" + out)
+    # The tools as a user runs them: venv/bin/prof-top, the venv not
+    # activated, PATH without it (issue 30: '#!/usr/bin/env python3' found
+    # a python without the package).
+    for tool, arg in (("prof-top", "--help"), ("prof-top", "--version"),
+                      ("prof-merge", "--version"), ("prof-diff", "--version"),
+                      ("prof-report", "--version")):
+        p = run([os.path.join(venv, "bin", tool), arg], cwd=tmp, check=False,
+                env=clean_env(PATH="/usr/bin:/bin"))
+        if p.returncode != 0:
+            raise Fail("venv/bin/%s %s with PATH=/usr/bin:/bin exited %d:\n%s"
+                       % (tool, arg, p.returncode, p.stdout))
+    log("ok: the installed tools run from any PATH")
     log("ok: the wheel works in a fresh venv of %s (%.0f s in all)" % (target, time.time() - t0))
 
 
