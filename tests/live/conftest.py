@@ -109,7 +109,7 @@ def start(env):
             if e.get("PROF_LIVE") != "0":
                 # Published at the collector's first wake after the start,
                 # which may come after the first zones are counted.
-                path = os.path.join(e["XDG_RUNTIME_DIR"], "prof-live-%d" % p.pid)
+                path = os.path.join(e["XDG_RUNTIME_DIR"], "prof", "prof-live-%d" % p.pid)
                 wait_for(lambda: os.path.exists(path), 20, "the live file")
         return p
 

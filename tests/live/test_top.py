@@ -84,7 +84,7 @@ def test_list_and_prof_live_off(env, start, live, runtime_dir):
     assert r.returncode == 0, r.stderr
     pids = {x["pid"] for x in json.loads(r.stdout)}
     assert on.pid in pids and off.pid not in pids
-    assert not os.path.exists(os.path.join(runtime_dir, "prof-live-%d" % off.pid))
+    assert not os.path.exists(os.path.join(runtime_dir, "prof", "prof-live-%d" % off.pid))
     text = prof_top(env).stdout
     assert any(line.split()[0] == str(on.pid) for line in text.splitlines()[1:])
     assert not any(line.split()[0] == str(off.pid) for line in text.splitlines()[1:])
@@ -92,7 +92,7 @@ def test_list_and_prof_live_off(env, start, live, runtime_dir):
 
 def test_file_mode_and_exit(start, runtime_dir):
     p = start(seconds=3)
-    path = os.path.join(runtime_dir, "prof-live-%d" % p.pid)
+    path = os.path.join(runtime_dir, "prof", "prof-live-%d" % p.pid)
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert p.proc.wait(timeout=30) == 0
     assert not os.path.exists(path)   # removed at exit
@@ -100,7 +100,7 @@ def test_file_mode_and_exit(start, runtime_dir):
 
 def test_dead_pid_cleaned(env, start, runtime_dir):
     p = start()
-    path = os.path.join(runtime_dir, "prof-live-%d" % p.pid)
+    path = os.path.join(runtime_dir, "prof", "prof-live-%d" % p.pid)
     assert os.path.exists(path)
     p.proc.send_signal(signal.SIGKILL)   # no exit handler runs: the file stays
     p.proc.wait()
@@ -117,14 +117,15 @@ def test_torn_table_is_not_read(start, live, runtime_dir, tmp_path):
     """A file caught mid-write (odd sequence number) is retried, never
     taken for a table."""
     p = start()
-    data = bytearray(open(os.path.join(runtime_dir, "prof-live-%d" % p.pid), "rb").read())
+    data = bytearray(open(os.path.join(runtime_dir, "prof", "prof-live-%d" % p.pid), "rb").read())
     seq = struct.unpack_from("=Q", data, 24)[0]
     struct.pack_into("=Q", data, 24, seq | 1)
     p.proc.send_signal(signal.SIGSTOP)   # its pid stays alive, its file still
     try:
-        fake = os.path.join(runtime_dir, "prof-live-%d" % p.pid)
+        fake = os.path.join(runtime_dir, "prof", "prof-live-%d" % p.pid)
         os.unlink(fake)
-        open(fake, "wb").write(data)
+        with os.fdopen(os.open(fake, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(data)
         with pytest.raises(live.LiveError, match="kept changing"):
             live.snapshot(p.pid)
     finally:
