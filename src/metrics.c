@@ -584,38 +584,96 @@ static int has_thread(int pid, const char *name)
     return found;
 }
 
-/* A process started afresh by a prof process (multiprocessing's spawn and
- * forkserver workers, subprocess) inherits PROF_METRICS but is not a
- * forked child: where the port is taken, it stays silent when one of its
- * ancestors is a prof process that holds the port (it has the port's
- * listening socket and a thread named prof-metrics: the trainer serves
- * the tree), and says so otherwise (another program has the port). Read
- * from /proc on the failure path only. */
+/* The parent of pid from /proc/PID/stat, 0 where it cannot be read. */
+static int parent_of(int pid)
+{
+    char path[64], buf[512], *p;
+    FILE *f;
+    int ppid = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return 0;
+    p = fgets(buf, sizeof buf, f);
+    fclose(f);
+    /* pid (comm) state ppid: comm may hold spaces and parentheses. */
+    if (p == NULL || (p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %*c %d", &ppid) != 1)
+        return 0;
+    return ppid;
+}
+
+/* The nearest ancestor (up to 32 levels, init excluded) for which is()
+ * holds, or 0. */
+static int ancestor_where(int (*is)(int pid, const void *arg), const void *arg)
+{
+    int pid = getppid();
+
+    for (int depth = 0; depth < 32 && pid > 1; depth++, pid = parent_of(pid))
+        if (is(pid, arg))
+            return pid;
+    return 0;
+}
+
+/* pid is a prof process (its collector runs) that was started with the
+ * same PROF_METRICS (arg: "PROF_METRICS=value"). */
+static int started_alike(int pid, const void *arg)
+{
+    char path[64], *entry = NULL;
+    size_t cap = 0;
+    FILE *f;
+    int same = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return 0;
+    while (!same && getdelim(&entry, &cap, '\0', f) > 0)
+        same = strcmp(entry, (const char *)arg) == 0;
+    free(entry);
+    fclose(f);
+    return same && has_thread(pid, "prof-collector");
+}
+
+struct listening {
+    const unsigned long *inode;
+    int n;
+};
+
+/* pid serves prof metrics on the port: it has one of its listening
+ * sockets open and a thread named prof-metrics. */
+static int serves_port(int pid, const void *arg)
+{
+    const struct listening *l = arg;
+
+    return holds_socket(pid, l->inode, l->n) && has_thread(pid, "prof-metrics");
+}
+
+/* A process started afresh (subprocess, multiprocessing's spawn and
+ * forkserver workers) inherits PROF_METRICS but is not a forked child. It
+ * does not serve where an ancestor is a prof process started with the same
+ * PROF_METRICS (that one serves the tree, or said why not), nor, where the
+ * port turns out taken, when an ancestor serves prof metrics on it (one
+ * that set PROF_METRICS after it started); it stays silent then. Read
+ * from /proc once, at the first publish, and on the failure path. */
+static int ancestor_serves(void)
+{
+    const char *v = getenv("PROF_METRICS");
+    char want[512];
+    int n;
+
+    if (v == NULL)
+        return 0;
+    n = snprintf(want, sizeof want, "PROF_METRICS=%s", v);
+    return n > 0 && (size_t)n < sizeof want && ancestor_where(started_alike, want) != 0;
+}
+
 static int port_held_by_ancestor(unsigned port)
 {
     unsigned long inode[16];
-    int n = listeners("/proc/net/tcp", port, inode, 0, 16);
-    int pid = getppid();
+    struct listening l = { inode, 0 };
 
-    n = listeners("/proc/net/tcp6", port, inode, n, 16);
-    for (int depth = 0; n > 0 && depth < 32 && pid > 1; depth++) {
-        char path[64], buf[512], *p;
-        FILE *f;
-        int ppid = 0;
-
-        if (holds_socket(pid, inode, n) && has_thread(pid, "prof-metrics"))
-            return 1;
-        snprintf(path, sizeof path, "/proc/%d/stat", pid);
-        if ((f = fopen(path, "re")) == NULL)
-            return 0;
-        p = fgets(buf, sizeof buf, f);
-        fclose(f);
-        /* pid (comm) state ppid: comm may hold spaces and parentheses. */
-        if (p == NULL || (p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %*c %d", &ppid) != 1)
-            return 0;
-        pid = ppid;
-    }
-    return 0;
+    l.n = listeners("/proc/net/tcp", port, inode, 0, 16);
+    l.n = listeners("/proc/net/tcp6", port, inode, l.n, 16);
+    return l.n > 0 && ancestor_where(serves_port, &l) != 0;
 }
 
 static int server_start(void)
@@ -745,7 +803,12 @@ void prof_metrics_publish(const struct prof_live_snap *snap)
         prof_buf_free(&b);
         return;
     }
-    server_pid = pid;   /* not a forked child (above): the server is this process's */
+    if (server_pid != pid) {
+        /* Not a forked child (above): the server is this process's,
+         * unless an ancestor started alike serves the tree. */
+        server_pid = pid;
+        server_failed = ancestor_serves();
+    }
     if (!server_running && (server_failed || server_start() != 0))
         return;
     prof_metrics_format(&b, snap);

@@ -21,6 +21,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -117,19 +118,30 @@ def test_full_tmpfs_midrun_python(env, tmp_path):
     assert len(lines) == 1 and "outgrew" in lines[0], r.stderr
 
 
-def test_directory_of_another_user_refused(env, tmp_path):
-    """A live directory that is not the user's alone is refused with one
-    line, and nothing is written into it. On 1d361fc: the file is made in
-    whatever $XDG_RUNTIME_DIR names."""
-    xdg = tmp_path / "xdg-open"
+@pytest.mark.parametrize("how", ["open", "owner"])
+def test_directory_not_the_users_refused(env, tmp_path, how):
+    """A live directory that is not the user's alone (open to others, or
+    made by another user) is refused with one line, and nothing is written
+    into it. On 1d361fc the file is made in whatever $XDG_RUNTIME_DIR
+    names."""
+    xdg = tmp_path / "xdg-precreated"
     xdg.mkdir()
     (xdg / "prof").mkdir()
-    os.chmod(xdg / "prof", 0o777)      # precreated, open to all
+    if how == "open":
+        os.chmod(xdg / "prof", 0o777)      # precreated, open to all
+        says = "mode 777"
+    else:
+        nob = nobody()
+        if os.geteuid() != 0 or nob is None:
+            pytest.skip("needs root and a 'nobody' user to make another user's directory")
+        os.chmod(xdg / "prof", 0o700)
+        os.chown(xdg / "prof", nob.pw_uid, -1)
+        says = "belongs to uid %d" % nob.pw_uid
     e = dict(env, PROF_SUMMARY="stderr", XDG_RUNTIME_DIR=str(xdg))
     r = subprocess.run([LIVE_PROG, "1.5"], env=e, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     lines = live_lines(r.stderr)
-    assert len(lines) == 1 and "mode 777" in lines[0], r.stderr
+    assert len(lines) == 1 and says in lines[0], r.stderr
     assert os.listdir(xdg / "prof") == [] and sorted(os.listdir(xdg)) == ["prof"]
     assert "final:" in r.stderr
 
@@ -306,9 +318,12 @@ if len(sys.argv) > 2:
     # And one started afresh with the same environment (subprocess, spawn).
     import subprocess
     kids.append(subprocess.Popen([sys.executable, "-c", sys.argv[2]]).pid)
+import threading
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
 print("up", flush=True)
 end = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < end:
+while time.monotonic() < end and not stop.is_set():
     with prof.zone("trainer"):
         time.sleep(0.001)
     prof.step()
@@ -335,9 +350,11 @@ def test_workers_never_serve(env, fresh):
     for attempt in range(3):
         port = free_port()
         e = dict(env, PYTHONPATH=PKG, PROF_METRICS="127.0.0.1:%d" % port)
-        argv = [sys.executable, "-c", TRAINER, "5"] + ([FRESH] if fresh else [])
-        p = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+        # The trainer runs until its stdin closes (60 s at most); its
+        # workers 4 s, publishing several times.
+        argv = [sys.executable, "-c", TRAINER, "60"] + ([FRESH] if fresh else [])
+        p = subprocess.Popen(argv, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
         try:
             assert p.stdout.readline().strip() == "up"
 
@@ -349,7 +366,7 @@ def test_workers_never_serve(env, fresh):
             text = wait_for(lambda: (lambda t: t if 'stage="trainer"' in t else None)(scrape()),
                             20, "the trainer's stage in /metrics")
             assert 'stage="getitem"' not in text and 'stage="fresh"' not in text
-            _, err = p.communicate(timeout=60)
+            _, err = p.communicate("", timeout=90)
         finally:
             if p.poll() is None:
                 p.kill()
@@ -409,3 +426,30 @@ def test_reader_survives_any_corruption(start, live, runtime_dir):
             live._parse(bytes(data), "mutated")
         except live.LiveError:
             pass
+
+
+def test_port_taken_said_once_per_tree(env):
+    """The port held by another program: the trainer says so, once; its
+    forked workers and a process it started afresh with the same
+    PROF_METRICS say nothing (the trainer has said it). On 1d361fc each
+    of the six processes says it."""
+    need_extension()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        e = dict(env, PYTHONPATH=PKG, PROF_METRICS="127.0.0.1:%d" % port)
+        p = subprocess.Popen([sys.executable, "-c", TRAINER, "60", FRESH], env=e,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().strip() == "up"
+            time.sleep(2.5)      # two publishes of the trainer
+            _, err = p.communicate("", timeout=90)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert p.returncode == 0, err
+    said = [line for line in err.splitlines() if "PROF_METRICS" in line]
+    assert len(said) == 1 and "cannot serve on 127.0.0.1:%d" % port in said[0], err
