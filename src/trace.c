@@ -293,6 +293,7 @@ struct trace_thread {
     uint32_t depth;              /* deepest depth with a first */
     struct trace_lane *lanes;    /* per lane of the thread seen: its track */
     uint32_t nlanes;
+    uint32_t track;              /* the thread's own track (thread_track) */
 };
 
 static struct trace_thread *trace_threads;
@@ -332,12 +333,44 @@ static struct trace_stage *tstage(struct prof_stage *s)
     return ts;
 }
 
+/* A thread's track: its kernel tid, which viewers and other tools show,
+ * unless an earlier thread of this process had it (the kernel hands tids
+ * out again after pid_max of them, 32,768 on many systems): then a tid of
+ * its own from THREAD_TID_BASE up, never reused, so that two threads
+ * never share a track. Kernel tids lie below 2^22 (PID_MAX_LIMIT): a bit
+ * each, 512 KB of address space of which a page per 32,768 tids is
+ * touched. Forgotten in a forked child, whose trace is its own. */
+#define THREAD_TID_BASE 1200000000u
+#define KERNEL_TIDS (1u << 22)
+static uint64_t *tids_seen;
+static uint32_t thread_tids;     /* tracks handed out past a reused tid */
+
+static uint32_t thread_track(const struct prof_thread *t, struct trace_thread *tt)
+{
+    uint32_t tid = t->tid;
+
+    if (tt->track != 0)
+        return tt->track;
+    if (tids_seen == NULL)
+        tids_seen = calloc(KERNEL_TIDS / 64, sizeof *tids_seen);
+    if (tid < KERNEL_TIDS && tids_seen != NULL) {
+        uint64_t bit = (uint64_t)1 << (tid % 64);
+
+        if (tids_seen[tid / 64] & bit)
+            tid = THREAD_TID_BASE + 1 + thread_tids++ % (300000000u - 1);
+        else
+            tids_seen[tid / 64] |= bit;
+    }
+    return tt->track = tid;
+}
+
 static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t,
                                                         struct trace_thread *tt, const char *name)
 {
     /* The process's main thread is the one whose tid is the pid, whichever
      * thread recorded first; it sorts first. */
     int is_main = t->tid == (uint32_t)prof_process_get()->pid;
+    uint32_t tid = thread_track(t, tt);
     long sort = is_main ? 0 : (long)t->index + 1;
     char fallback[32];
 
@@ -346,14 +379,14 @@ static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t,
             snprintf(fallback, sizeof fallback, "main");
         else
             snprintf(fallback, sizeof fallback, "thread %u", t->index);
-        metadata("thread_name", t->tid, "name", fallback, 0);
-        metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
+        metadata("thread_name", tid, "name", fallback, 0);
+        metadata("thread_sort_index", tid, "sort_index", NULL, sort);
         tt->named = prof_intern(fallback);
         return;
     }
-    metadata("thread_name", t->tid, "name", name, 0);
+    metadata("thread_name", tid, "name", name, 0);
     if (tt->named == NULL)
-        metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
+        metadata("thread_sort_index", tid, "sort_index", NULL, sort);
     tt->named = name;
 }
 
@@ -633,7 +666,7 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *ra
         return;
     prof_trace_place(t, depth, &start_ns, &end_ns);
     thread_meta(t, tt);
-    zone_event(s, raw, 0, t->tid, rel(start_ns), end_ns - start_ns);
+    zone_event(s, raw, 0, thread_track(t, tt), rel(start_ns), end_ns - start_ns);
 }
 
 /* Lane tracks (an asyncio task's zones, prof_impl.h): each (thread, lane)
@@ -769,7 +802,7 @@ void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat
     prof_buf_puts(&buf, "\"name\":");
     prof_buf_json_string(&buf, name ? name : "(null)");
     prof_buf_printf(&buf, ",\"cat\":\"%s\",", cat);
-    common("i", t->tid);
+    common("i", thread_track(t, tt));
     prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
     prof_buf_us(&buf, rel(ts));
     if (step >= 0)
@@ -832,6 +865,8 @@ void prof_trace_forget_parent(void)
         free(tt->lanes);
         free(tt);
     }
+    free(tids_seen);
+    tids_seen = NULL;
     /* Opened on the child's first record (prof_trace_open from the
      * runtime's fork setup), and only with its own %p name: a child that
      * execs leaves no file. CAPPED keeps a child without %p off for good. */
