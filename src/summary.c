@@ -134,6 +134,11 @@ static void loss_footer(struct prof_buf *b, const struct view *v)
     const struct prof_loss *l = prof_loss_get(v->window);
     char hint[24], behind[24];
 
+    if (l->lanes_shared != 0)
+        prof_buf_printf(b, "* mixed: %llu asyncio task%s found all %u lanes in use and shared "
+                        "%s thread's nesting and trace track\n",
+                        (unsigned long long)l->lanes_shared, l->lanes_shared == 1 ? "" : "s",
+                        PROF_LANES_MAX_, l->lanes_shared == 1 ? "its" : "their");
     if (l->records == 0)
         return;
     prof_loss_size(hint, sizeof hint, l->buffer_hint);
@@ -337,8 +342,10 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         const struct prof_loss *l = prof_loss_get(v->window);
 
         prof_buf_printf(b, "],\"loss\":{\"records\":%llu,\"threads\":%u,\"behind_ns\":%llu,"
-                        "\"buffer_hint\":%llu}}", (unsigned long long)l->records, l->threads,
-                        (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint);
+                        "\"buffer_hint\":%llu,\"lanes_shared\":%llu}}",
+                        (unsigned long long)l->records, l->threads,
+                        (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint,
+                        (unsigned long long)l->lanes_shared);
     }
 }
 

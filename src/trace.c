@@ -291,6 +291,9 @@ struct trace_thread {
     uint64_t first[PROF_MAX_DEPTH_ + 1];
     uint64_t floor[PROF_MAX_DEPTH_ + 1];
     uint32_t depth;              /* deepest depth with a first */
+    struct trace_lane *lanes;    /* per lane of the thread seen: its track */
+    uint32_t nlanes;
+    uint32_t track;              /* the thread's own track (thread_track) */
 };
 
 static struct trace_thread *trace_threads;
@@ -330,12 +333,44 @@ static struct trace_stage *tstage(struct prof_stage *s)
     return ts;
 }
 
+/* A thread's track: its kernel tid, which viewers and other tools show,
+ * unless an earlier thread of this process had it (the kernel hands tids
+ * out again after pid_max of them, 32,768 on many systems): then a tid of
+ * its own from THREAD_TID_BASE up, never reused, so that two threads
+ * never share a track. Kernel tids lie below 2^22 (PID_MAX_LIMIT): a bit
+ * each, 512 KB of address space of which a page per 32,768 tids is
+ * touched. Forgotten in a forked child, whose trace is its own. */
+#define THREAD_TID_BASE 1200000000u
+#define KERNEL_TIDS (1u << 22)
+static uint64_t *tids_seen;
+static uint32_t thread_tids;     /* tracks handed out past a reused tid */
+
+static uint32_t thread_track(const struct prof_thread *t, struct trace_thread *tt)
+{
+    uint32_t tid = t->tid;
+
+    if (tt->track != 0)
+        return tt->track;
+    if (tids_seen == NULL)
+        tids_seen = calloc(KERNEL_TIDS / 64, sizeof *tids_seen);
+    if (tid < KERNEL_TIDS && tids_seen != NULL) {
+        uint64_t bit = (uint64_t)1 << (tid % 64);
+
+        if (tids_seen[tid / 64] & bit)
+            tid = THREAD_TID_BASE + 1 + thread_tids++ % (300000000u - 1);
+        else
+            tids_seen[tid / 64] |= bit;
+    }
+    return tt->track = tid;
+}
+
 static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t,
                                                         struct trace_thread *tt, const char *name)
 {
     /* The process's main thread is the one whose tid is the pid, whichever
      * thread recorded first; it sorts first. */
     int is_main = t->tid == (uint32_t)prof_process_get()->pid;
+    uint32_t tid = thread_track(t, tt);
     long sort = is_main ? 0 : (long)t->index + 1;
     char fallback[32];
 
@@ -344,14 +379,14 @@ static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t,
             snprintf(fallback, sizeof fallback, "main");
         else
             snprintf(fallback, sizeof fallback, "thread %u", t->index);
-        metadata("thread_name", t->tid, "name", fallback, 0);
-        metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
+        metadata("thread_name", tid, "name", fallback, 0);
+        metadata("thread_sort_index", tid, "sort_index", NULL, sort);
         tt->named = prof_intern(fallback);
         return;
     }
-    metadata("thread_name", t->tid, "name", name, 0);
+    metadata("thread_name", tid, "name", name, 0);
     if (tt->named == NULL)
-        metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
+        metadata("thread_sort_index", tid, "sort_index", NULL, sort);
     tt->named = name;
 }
 
@@ -631,39 +666,57 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *ra
         return;
     prof_trace_place(t, depth, &start_ns, &end_ns);
     thread_meta(t, tt);
-    zone_event(s, raw, 0, t->tid, rel(start_ns), end_ns - start_ns);
+    zone_event(s, raw, 0, thread_track(t, tt), rel(start_ns), end_ns - start_ns);
 }
 
-/* Lane tracks: tid LANE_TID_BASE + (thread index, lane), named once per
- * trace file (lane_named, by generation of the file). */
+/* Lane tracks (an asyncio task's zones, prof_impl.h): each (thread, lane)
+ * gets a tid of its own from LANE_TID_BASE up, in the order they first
+ * record, never reused while the process lives. (The thread's index
+ * masked into the tid, as before, wrapped after 16,384 threads and drew
+ * later threads' tasks on earlier ones' tracks.) 647 million tracks fit
+ * below 2^31 (viewers read tids as 32-bit signed); past that they would
+ * start again. Named once per trace file. */
 #define LANE_TID_BASE 1500000000u
-static struct prof_map lane_named;
-static uint64_t lane_named_gen;
+#define LANE_TIDS (0x7fffffffu - LANE_TID_BASE)
+struct trace_lane {
+    uint32_t tid;                /* 0: none yet */
+    uint32_t named;              /* the trace file (gen) it was named in */
+};
+static uint32_t lane_tids;       /* tracks handed out */
 
-static uint32_t lane_track(struct prof_thread *t, uint32_t lane)
+static uint32_t lane_track(struct prof_thread *t, struct trace_thread *tt, uint32_t lane)
 {
-    uint32_t tid = LANE_TID_BASE + ((t->index & 0x3fffu) << 12 | (lane & 0xfffu));
     const char *tname = __atomic_load_n(&t->name, __ATOMIC_RELAXED);
+    struct trace_lane *l;
     char name[96];
 
-    if (lane_named_gen != gen) {
-        prof_map_clear(&lane_named);
-        lane_named_gen = gen;
+    if (lane >= tt->nlanes) {
+        uint32_t n = tt->nlanes ? tt->nlanes : 8;
+
+        while (n <= lane)
+            n *= 2;
+        if ((l = realloc(tt->lanes, n * sizeof *l)) == NULL)
+            return LANE_TID_BASE;   /* placed on a shared track */
+        memset(l + tt->nlanes, 0, (n - tt->nlanes) * sizeof *l);
+        tt->lanes = l;
+        tt->nlanes = n;
     }
-    if (prof_map_get(&lane_named, tid) != NULL)
-        return tid;
-    if (prof_map_put(&lane_named, tid, (void *)1) != 0)
-        return tid;   /* unnamed, but placed */
+    l = &tt->lanes[lane];
+    if (l->tid == 0)
+        l->tid = LANE_TID_BASE + 1 + lane_tids++ % LANE_TIDS;
+    if (l->named == (uint32_t)gen)
+        return l->tid;
+    l->named = (uint32_t)gen;
     if (tname != NULL)
         snprintf(name, sizeof name, "%.60s task %u", tname, lane);
     else if (t->tid == (uint32_t)prof_process_get()->pid)
         snprintf(name, sizeof name, "main task %u", lane);
     else
         snprintf(name, sizeof name, "thread %u task %u", t->index, lane);
-    metadata("thread_name", tid, "name", name, 0);
-    metadata("thread_sort_index", tid, "sort_index", NULL,
+    metadata("thread_name", l->tid, "name", name, 0);
+    metadata("thread_sort_index", l->tid, "sort_index", NULL,
              ((long)t->index + 1) * 4096 + (long)lane);
-    return tid;
+    return l->tid;
 }
 
 void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stage *s,
@@ -675,7 +728,7 @@ void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stag
     if (!room() || (tt = tthread(t)) == NULL)
         return;
     thread_meta(t, tt);
-    tid = lane_track(t, lane);
+    tid = lane_track(t, tt, lane);
     zone_event(s, raw, 0, tid, rel(start_ns), dur_ns);
 }
 
@@ -749,7 +802,7 @@ void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat
     prof_buf_puts(&buf, "\"name\":");
     prof_buf_json_string(&buf, name ? name : "(null)");
     prof_buf_printf(&buf, ",\"cat\":\"%s\",", cat);
-    common("i", t->tid);
+    common("i", thread_track(t, tt));
     prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
     prof_buf_us(&buf, rel(ts));
     if (step >= 0)
@@ -809,8 +862,11 @@ void prof_trace_forget_parent(void)
     for (tt = trace_threads, trace_threads = NULL; tt != NULL; tt = next) {
         next = tt->next;
         tt->thread->side[PROF_SIDE_TRACE] = NULL;
+        free(tt->lanes);
         free(tt);
     }
+    free(tids_seen);
+    tids_seen = NULL;
     /* Opened on the child's first record (prof_trace_open from the
      * runtime's fork setup), and only with its own %p name: a child that
      * execs leaves no file. CAPPED keeps a child without %p off for good. */
@@ -884,6 +940,7 @@ static void sink_thread_gone(struct prof_thread *t)
     while (*link != tt)
         link = &(*link)->next;
     *link = tt->next;
+    free(tt->lanes);
     free(tt);
     t->side[PROF_SIDE_TRACE] = NULL;
 }
