@@ -153,25 +153,22 @@ static int ref_every(const char *s, uint64_t *ns, uint64_t *steps)
     return -1;
 }
 
-/* [A]-[B] or A. */
+/* A-[B] or A. */
 static int ref_range(const char *s, uint64_t *first, uint64_t *last)
 {
     const char *end;
 
     *first = 0;
     *last = UINT64_MAX;
-    if (*s != '-') {
-        if (ref_u64(s, &end, first) != 0)
-            return -1;
-        s = end;
-        if (*s == '\0') {
-            *last = *first;
-            return 0;
-        }
-        if (*s != '-')
-            return -1;
+    if (ref_u64(s, &end, first) != 0)
+        return -1;
+    s = end;
+    if (*s == '\0') {
+        *last = *first;
+        return 0;
     }
-    s++;
+    if (*s++ != '-')
+        return -1;
     if (*s != '\0') {
         if (ref_u64(s, &end, last) != 0 || *end != '\0')
             return -1;

@@ -130,7 +130,9 @@ static void test_parsers(void)
     range_ok("5-9", 5, 9);
     range_ok("5-", 5, UINT64_MAX);
     range_ok("5", 5, 5);
-    range_ok("-9", 0, 9);
+    range_bad("-9");      /* a negative step, not 0-9 */
+    range_bad("-1");
+    range_bad("-");
     range_ok("0-0", 0, 0);
     range_ok("7-7", 7, 7);
     range_bad("");
