@@ -3,7 +3,10 @@ valid traces, each holding only its own process's events (children only
 their own zones); without '%p' there is one file, the parent's, with none
 of the children's events, and each child's summary goes to stderr labelled
 "forked from <parent pid>". Forking while two threads record, many times
-over (children leaving by exit and by _exit), never deadlocks."""
+over (children leaving by exit and by _exit), never deadlocks. With a
+timed PROF_SUMMARY_EVERY, forked workers that record through two of the
+parent's periods print no periodic summary of their own (one table a
+period, not one per worker: docs/CONFIG.md)."""
 import glob
 import os
 from common import QUICK, check, main, run, clean_env, load_trace, sanitizer, skip
@@ -49,6 +52,16 @@ def test(tmp):
           'a child summary without its zones')
     check(sum('final' in s[0] and 'forked' not in s[0] for s in sums) == 1,
           'not exactly one final summary of the parent')
+
+    # Timed periodic summaries: the parent's only. The children record
+    # until the parent has made two (an event, not a duration).
+    r = run(['fork_periodic', N], clean_env(PROF=1, PROF_SUMMARY_EVERY='100ms'), timeout=120)
+    check(int(r.values['periodic']) >= 2,
+          f'the parent made {r.values["periodic"]} periodic summaries')
+    kids = [int(l.split('=')[1]) for l in r.out.decode().splitlines()
+            if l.startswith('child_periodic=')]
+    check(len(kids) == N and kids == [0] * N,
+          f'timed periodic summaries made by the {N} forked children: {kids}')
 
     # Fork while threads record, repeatedly.
     forks = 10 if QUICK else 50
