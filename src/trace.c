@@ -218,7 +218,14 @@ static void header(void)
     const struct prof_process *p = prof_process_get();
     char name[128];
 
-    if (p->rank >= 0)
+    /* A forked worker (a DataLoader's) says whose: tools tell it from a
+     * rank by args.prof.forked_from (prof-merge compares only ranks). */
+    if (prof_rt.forked_from && p->rank >= 0)
+        snprintf(name, sizeof name, "%s (rank %d, worker of pid %u)", p->program, p->rank,
+                 prof_rt.forked_from);
+    else if (prof_rt.forked_from)
+        snprintf(name, sizeof name, "%s (worker of pid %u)", p->program, prof_rt.forked_from);
+    else if (p->rank >= 0)
         snprintf(name, sizeof name, "%s (rank %d)", p->program, p->rank);
     else
         snprintf(name, sizeof name, "%s", p->program);
@@ -234,8 +241,11 @@ static void header(void)
         prof_buf_puts(&buf, "null");
     prof_buf_puts(&buf, ",\"host\":");
     prof_buf_json_string(&buf, p->host);
-    prof_buf_printf(&buf, ",\"pid\":%d,\"realtime_minus_monotonic_ns\":%lld,\"ts_origin_ns\":",
-                    p->pid, (long long)prof_clock_realtime_offset_ns());
+    prof_buf_printf(&buf, ",\"pid\":%d,", p->pid);
+    if (prof_rt.forked_from)
+        prof_buf_printf(&buf, "\"forked_from\":%u,", prof_rt.forked_from);
+    prof_buf_printf(&buf, "\"realtime_minus_monotonic_ns\":%lld,\"ts_origin_ns\":",
+                    (long long)prof_clock_realtime_offset_ns());
     prof_buf_u64(&buf, origin_ns);
     prof_buf_puts(&buf, "}}}");
     metadata("process_sort_index", (uint32_t)p->pid, "sort_index", NULL,

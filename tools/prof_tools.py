@@ -583,7 +583,8 @@ class TraceReader:
 
     def __init__(self):
         self.meta = {'program': None, 'pid': None, 'rank': None, 'host': None, 'rmm_ns': None,
-                     'origin_ns': 0, 'steps': None, 'dropped': 0, 'truncated': False}
+                     'origin_ns': 0, 'steps': None, 'dropped': 0, 'truncated': False,
+                     'forked_from': None}
         self.t0 = self.t1 = None
         self.first_pid = self.first_ts = None
         self.count = 0
@@ -637,6 +638,9 @@ class TraceReader:
             p = args.get('prof') if isinstance(args.get('prof'), dict) else {}
             meta['rank'] = p.get('rank')
             meta['host'] = p.get('host')
+            # A forked worker's parent pid (FORMATS.md): a worker, not a rank.
+            ff = p.get('forked_from')
+            meta['forked_from'] = ff if isinstance(ff, int) and not isinstance(ff, bool) else None
             rmm = p.get('realtime_minus_monotonic_ns')
             meta['rmm_ns'] = rmm if isinstance(rmm, int) and not isinstance(rmm, bool) else None
             # ts counts from this CLOCK_MONOTONIC time (0 in older files).
