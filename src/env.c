@@ -235,6 +235,12 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
         else
             bad++, bad_value("PROF_SUMMARY_FORMAT", v, "text or json", "text");
     }
+    if ((v = lookup("PROF_SUMMARY_JSON")) != NULL) {
+        if (strcmp(v, "full") == 0)
+            cfg->summary_json_full = 1;
+        else if (strcmp(v, "window") != 0)
+            bad++, bad_value("PROF_SUMMARY_JSON", v, "window or full", "window");
+    }
     if ((v = lookup("PROF_BUFFER")) != NULL) {
         if (prof_parse_size(v, &n) == 0 && n >= PROF_BUFFER_MIN && n <= PROF_BUFFER_MAX) {
             /* Round up to a power of two so the ring can mask. */

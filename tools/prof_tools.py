@@ -533,6 +533,10 @@ def run_from_summary(path, obj):
     if not isinstance(fmt, int) or fmt > FORMAT:
         raise InputError(f'{path}: unsupported summary format {fmt!r} (this tool reads {FORMAT})')
     sec = obj.get('total')
+    if sec is None and obj.get('kind') == 'periodic' and isinstance(obj.get('window'), dict):
+        raise InputError(f'{path}: the last summary is periodic and holds its window only '
+                         f'(no final summary: did the run end early?); PROF_SUMMARY_JSON=full '
+                         f'keeps whole-run numbers in periodic summaries')
     if not isinstance(sec, dict) or not isinstance(sec.get('stages'), list):
         raise InputError(f'{path}: summary has no "total" section with "stages"')
     stages, paths, stack = [], {}, []

@@ -25,6 +25,9 @@
  *                       configuration did (enabled, drops of a burst,
  *                       counts, periodic summaries seen by steps)
  *   periodic_time       runs until two timed periodic summaries arrived
+ *   stages N            N steps of 32 stages ("stage_00".."stage_31"), each
+ *                       run 4 times a step for 1 to 97 us (spread
+ *                       durations: full histograms) (summary size)
  *   fork_periodic N     N children record while the parent records until
  *                       two timed periodic summaries of its own arrived;
  *                       each child then prints child_periodic=K, the
@@ -504,6 +507,26 @@ static int mode_periodic_time(void)
     return 0;
 }
 
+static int mode_stages(long n)
+{
+    static const char *names[32];
+    char name[16];
+
+    for (int k = 0; k < 32; k++) {
+        snprintf(name, sizeof name, "stage_%02d", k);
+        names[k] = prof_intern(name);
+    }
+    for (long step = 0; step < n; step++) {
+        for (int k = 0; k < 32; k++)
+            for (int i = 0; i < 4; i++) {
+                PROF_ZONE(names[k]);
+                spin_ns((uint64_t)(1 + (step * 7 + k * 13 + i * 31) % 97) * 1000);
+            }
+        prof_step();
+    }
+    return 0;
+}
+
 static int mode_fork_periodic(long n)
 {
     uint64_t deadline = now_ns() + 30000000000ull;
@@ -575,6 +598,8 @@ int main(int argc, char **argv)
         return mode_env(argc > 2 && strcmp(argv[2], "enable") == 0);
     if (strcmp(mode, "periodic_time") == 0)
         return mode_periodic_time();
+    if (strcmp(mode, "stages") == 0)
+        return mode_stages(n);
     if (strcmp(mode, "fork_periodic") == 0)
         return mode_fork_periodic(n);
     if (strcmp(mode, "sanitizer") == 0) {
