@@ -43,9 +43,10 @@ step_beat() {     # name, log; runs until killed (step_beat_stop)
 }
 
 step_beat_stop() {   # the heartbeat's pid
-    kill "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
-    return 0
+    # "|| :": a heartbeat killed before its trap was set ends with 143,
+    # which must not stop a `set -e` caller (deps.sh).
+    kill "$1" 2>/dev/null || :
+    wait "$1" 2>/dev/null || :
 }
 
 step_log() {
@@ -70,7 +71,7 @@ step_tee() {
     step_beat "$_name" "$_log" &
     _beat=$!
     # sh has no pipefail: the status travels in a file.
-    { "$@" 2>&1; echo $? > "$_log.rc"; } | tee "$_log"
+    { _rc=0; "$@" 2>&1 || _rc=$?; echo "$_rc" > "$_log.rc"; } | tee "$_log"
     step_beat_stop "$_beat"
     _rc=$(cat "$_log.rc" 2>/dev/null || echo 1)
     rm -f "$_log.rc"
