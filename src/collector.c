@@ -549,8 +549,11 @@ void prof_periodic_locked(uint64_t now)
             prof_summary_write_pending_locked();
         }
     }
+    /* Timed summaries come from the process that was started, not from
+     * each of its forked workers (8 DataLoader workers made 9 tables a
+     * period); a worker keeps its final summary (docs/CONFIG.md). */
     if (cfg->every_ns && now >= prof_rt.next_summary_ns) {
-        if (!quiet)
+        if (!quiet && !prof_rt.forked_from)
             prof_summary_emit_locked(PROF_KIND_PERIODIC);
         prof_rt.next_summary_ns = now + cfg->every_ns;
     }

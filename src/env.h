@@ -18,6 +18,7 @@ struct prof_config {
     uint64_t every_steps;        /* PROF_SUMMARY_EVERY=100steps: 0 = not by steps */
     uint64_t skip_steps;         /* PROF_SKIP_STEPS=N: warm-up left out of every statistic */
     int format;                  /* PROF_SUMMARY_FORMAT: PROF_FORMAT_TEXT or _JSON */
+    int summary_json_full;       /* PROF_SUMMARY_JSON=full: periodic JSON keeps "total" */
     uint64_t buffer;             /* PROF_BUFFER: ring records, a power of two */
     uint64_t buffer_warm;        /* of which resident from the start: all of a
                                     ring the user sized, else 32k */

@@ -401,7 +401,11 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
             section_json(b, &rows, &win);
             prof_rows_free(&rows);
         }
-        if (prof_stats_rows(&rows, 0, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {
+        /* A periodic line holds its window only: the whole run's section
+         * (every stage's histogram since the start) made a 1-step summary
+         * of 32 stages 128 KB. PROF_SUMMARY_JSON=full keeps it. */
+        if ((kind != PROF_KIND_PERIODIC || prof_config_get()->summary_json_full) &&
+            prof_stats_rows(&rows, 0, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {
             prof_buf_puts(b, ",\"total\":");
             section_json(b, &rows, &run);
             prof_rows_free(&rows);

@@ -87,6 +87,9 @@ static int pad_pages;            /* plain JSON: events kept off page boundaries 
 /* Buffer length up to which room() says yes without looking: the next
  * look at the writer's failure and the size limit (every 4 KB). */
 static size_t stop_at;
+static size_t within_len;        /* buffer length at the last look within the size limit */
+
+static int cap_look(void);
 
 /* ts as written: ns since the origin, never 0 (viewers treat 0 as unset). */
 static uint64_t rel(uint64_t ns)
@@ -163,6 +166,8 @@ void prof_trace_flush(void)
     event_place();
     if (!prof_trace_out_is_open())
         return;
+    /* No batch goes out past the limit (the note comes with it). */
+    cap_look();
     /* Checked before the length: a buffer whose first allocation failed
      * is empty and failed. */
     if (buf.failed) {
@@ -175,6 +180,7 @@ void prof_trace_flush(void)
         return;
     }
     stop_at = 0;
+    within_len = 0;
     if (buf.len == 0)
         return;
     text_out += buf.len;
@@ -212,7 +218,14 @@ static void header(void)
     const struct prof_process *p = prof_process_get();
     char name[128];
 
-    if (p->rank >= 0)
+    /* A forked worker (a DataLoader's) says whose: tools tell it from a
+     * rank by args.prof.forked_from (prof-merge compares only ranks). */
+    if (prof_rt.forked_from && p->rank >= 0)
+        snprintf(name, sizeof name, "%s (rank %d, worker of pid %u)", p->program, p->rank,
+                 prof_rt.forked_from);
+    else if (prof_rt.forked_from)
+        snprintf(name, sizeof name, "%s (worker of pid %u)", p->program, prof_rt.forked_from);
+    else if (p->rank >= 0)
         snprintf(name, sizeof name, "%s (rank %d)", p->program, p->rank);
     else
         snprintf(name, sizeof name, "%s", p->program);
@@ -228,8 +241,11 @@ static void header(void)
         prof_buf_puts(&buf, "null");
     prof_buf_puts(&buf, ",\"host\":");
     prof_buf_json_string(&buf, p->host);
-    prof_buf_printf(&buf, ",\"pid\":%d,\"realtime_minus_monotonic_ns\":%lld,\"ts_origin_ns\":",
-                    p->pid, (long long)prof_clock_realtime_offset_ns());
+    prof_buf_printf(&buf, ",\"pid\":%d,", p->pid);
+    if (prof_rt.forked_from)
+        prof_buf_printf(&buf, "\"forked_from\":%u,", prof_rt.forked_from);
+    prof_buf_printf(&buf, "\"realtime_minus_monotonic_ns\":%lld,\"ts_origin_ns\":",
+                    (long long)prof_clock_realtime_offset_ns());
     prof_buf_u64(&buf, origin_ns);
     prof_buf_puts(&buf, "}}}");
     metadata("process_sort_index", (uint32_t)p->pid, "sort_index", NULL,
@@ -251,7 +267,7 @@ int prof_trace_open(void)
     if ((err = prof_trace_out_open(path)) != 0)
         return err;
     state = ON;
-    stop_at = 0;
+    stop_at = within_len = 0;
     gen++;
     pad_pages = !prof_trace_out_is_gz();
     text_out = nevents = nonfinite = 0;
@@ -400,30 +416,57 @@ static inline void thread_meta(struct prof_thread *t, struct trace_thread *tt)
         thread_meta_write(t, tt, name);
 }
 
-static int __attribute__((noinline)) room_look(void)
+/* PROF_TRACE_MAX_MB is a promise: a plain JSON file ends no larger than
+ * the limit. Each look (every 4 KB of text, and before each batch goes
+ * out) counts the text so far plus what ending the trace still adds (the
+ * note, the page padding it may get, the closing "\n]\n"); a look that
+ * finds that past the limit takes the buffer back to the previous look's
+ * length, an event boundary that was within it, and ends the trace there
+ * with the note. For .gz the compressed size is known only per batch, so
+ * the text counts at the compression ratio so far: within one batch. */
+#define CAP_NOTE_MAX 256u
+#define CAP_RESERVE (PAGE + CAP_NOTE_MAX + 3u)
+
+/* Nonzero when the limit is reached: the trace then ends with its note
+ * (state CAPPED), the caller flushes. */
+static int cap_look(void)
 {
     const struct prof_config *cfg = prof_config_get();
+    uint64_t mb = cfg->trace_max_bytes / (1024 * 1024), need;
 
+    if (!cfg->trace_max_bytes || state != ON)
+        return 0;
+    event_place();
+    need = (uint64_t)((double)(text_out + buf.len) * prof_trace_out_ratio()) +
+           (pad_pages ? CAP_RESERVE : 0);
+    if (need <= cfg->trace_max_bytes) {
+        within_len = buf.len;
+        return 0;
+    }
+    if (within_len < buf.len) {
+        buf.len = within_len;
+        open_event = SIZE_MAX;
+    }
+    event_start();
+    prof_buf_printf(&buf, "\"name\":\"prof: trace size limit reached (%llu MB); later "
+                    "events not recorded\",\"cat\":\"prof\",", (unsigned long long)mb);
+    common("i", (uint32_t)prof_process_get()->pid);
+    prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
+    prof_buf_us(&buf, rel(prof_clock_now_ns()));
+    prof_buf_puts(&buf, "}");
+    prof_log("trace %s: size limit of %llu MB reached; later events are not recorded "
+             "(PROF_TRACE_MAX_MB)", path, (unsigned long long)mb);
+    state = CAPPED;
+    return 1;
+}
+
+static int __attribute__((noinline)) room_look(void)
+{
     if (state == ON && prof_trace_out_failed())
         state = OFF;
     if (state != ON)
         return 0;
-    /* The limit counts bytes on disk: text not yet compressed counts at
-     * the compression ratio so far. */
-    if (cfg->trace_max_bytes &&
-        (uint64_t)((double)(text_out + buf.len) * prof_trace_out_ratio()) >=
-            cfg->trace_max_bytes) {
-        uint64_t mb = cfg->trace_max_bytes / (1024 * 1024);
-        event_start();
-        prof_buf_printf(&buf, "\"name\":\"prof: trace size limit reached (%llu MB); later "
-                        "events not recorded\",\"cat\":\"prof\",", (unsigned long long)mb);
-        common("i", (uint32_t)prof_process_get()->pid);
-        prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
-        prof_buf_us(&buf, rel(prof_clock_now_ns()));
-        prof_buf_puts(&buf, "}");
-        prof_log("trace %s: size limit of %llu MB reached; later events are not recorded "
-                 "(PROF_TRACE_MAX_MB)", path, (unsigned long long)mb);
-        state = CAPPED;
+    if (cap_look()) {
         prof_trace_flush();
         return 0;
     }
