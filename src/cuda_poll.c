@@ -337,10 +337,10 @@ static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uin
         pthread_mutex_lock(&pool->lock);
         last->next = pool->free;
         pool->free = pool->done;
+        pool->nfree += ndone;
         pthread_mutex_unlock(&pool->lock);
         pool->done = NULL;
     }
-    (void)ndone;
 }
 
 void prof_cuda_poll(prof_gpu_sink sink, void *ctx)

@@ -6,6 +6,7 @@
 
 #define TOTAL 1000000
 #define BATCH 1000
+#define FLOOD 70000
 
 int main(void)
 {
@@ -39,18 +40,19 @@ int main(void)
     CHECK(stage_count("pooled") == TOTAL);
     LOG_EXPECT_NONE();
 
-    /* Exhaustion: 5000 zones in flight on a new context. */
+    /* Exhaustion: more zones in flight on a new context than the pool's
+     * bound (65,536 pairs). */
     CHECK(fake_context(&f, 1) != NULL);
     s2 = fake_stream(&f);
-    f.set_delay_us(300000);
-    for (i = 0; i < 5000; i++) {
+    f.set_delay_us(1000000);
+    for (i = 0; i < FLOOD; i++) {
         PROF_CUDA_ZONE("flood", s2);
         f.launch(s2, 100);
     }
-    got = wait_count("flood [gpu]", 5000, 2000);
-    printf("cuda pool: %llu of 5000 zones in flight got events\n", (unsigned long long)got);
-    CHECK(got >= 1000 && got < 5000);
-    CHECK(stage_count("flood") == 5000);
+    got = wait_count("flood [gpu]", FLOOD, 4000);
+    printf("cuda pool: %llu of %d zones in flight got events\n", (unsigned long long)got, FLOOD);
+    CHECK(got >= 60000 && got <= 65536);
+    CHECK(stage_count("flood") == FLOOD);
     if (log_total() != 1 || log_matching("event pool full") != 1) {
         log_dump();
         CHECKF(0, "expected one message about the full pool, got %d", log_total());
