@@ -17,8 +17,10 @@
 typedef void (*prof_gpu_sink)(void *ctx, const char *name, int device, uint64_t stream,
                               uint64_t start_ns, uint64_t end_ns);
 
-/* Collector: take a drained PROF_RECORD_CUDA_ record. */
-void prof_cuda_submit(const prof_record_ *r);
+/* Collector: take a drained PROF_RECORD_CUDA_ record. Returns the device
+ * of its GPU side (-1 when the driver did not say which), or -2 when it
+ * has none. */
+int prof_cuda_submit(const prof_record_ *r);
 
 /* Collector: deliver every pending zone whose events completed. */
 void prof_cuda_poll(prof_gpu_sink sink, void *ctx);
@@ -39,5 +41,10 @@ void prof_cuda_atfork_child(void);
  * sides were recorded. Any thread; for the summary's drop count. Zones
  * dropped this way are also reported once through prof_log. */
 uint64_t prof_cuda_lost(void);
+
+/* The PCI bus id of CUDA device `device` ("0000:3b:00.0"), which is how
+ * NVML finds it (nvml.c). Collector, after a GPU zone of that device.
+ * 0, or -ENOENT when the driver cannot say. */
+int prof_cuda_device_pci(int device, char *buf, int len);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "cuda_driver.h"
 #include "env.h"
 #include "log.h"
@@ -33,6 +34,15 @@ const char *prof_cu_error_name_in(CUresult rc, char *buf)
         return name;
     snprintf(buf, 32, "CUDA error %d", rc);
     return buf;
+}
+
+int prof_cuda_device_pci(int device, char *buf, int len)
+{
+    /* prof_cu was published before the first GPU zone reached the
+     * collector (cuda.c's state, then the record's ring). */
+    if (prof_cu.device_pci == NULL || device < 0 || len < 13)
+        return -ENOENT;
+    return prof_cu.device_pci(buf, len, device) == CU_SUCCESS ? 0 : -ENOENT;
 }
 
 static void *sym(void *h, const char *name, const char *alt)
@@ -90,6 +100,7 @@ int prof_cuda_driver_open(void)
     *(void **)&a.stream_create = sym(h, "cuStreamCreate", NULL);
     *(void **)&a.stream_is_capturing = sym(h, "cuStreamIsCapturing", NULL);
     *(void **)&a.get_error_name = sym(h, "cuGetErrorName", NULL);
+    *(void **)&a.device_pci = sym(h, "cuDeviceGetPCIBusId", NULL);
 
     if (missing != NULL) {
         prof_log_once(&note_unavailable,

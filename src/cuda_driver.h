@@ -42,6 +42,7 @@ struct cuda_api {
     CUresult (*stream_create)(CUstream *stream, unsigned flags);
     CUresult (*stream_is_capturing)(CUstream stream, int *status);
     CUresult (*get_error_name)(CUresult err, const char **name);
+    CUresult (*device_pci)(char *bus_id, int len, CUdevice dev);
 };
 
 /* The driver's entry points. Written once by prof_cuda_driver_open(); the

@@ -75,13 +75,13 @@ static int64_t ms_to_ns(float ms)
     return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
 }
 
-void prof_cuda_submit(const prof_record_ *r)
+int prof_cuda_submit(const prof_record_ *r)
 {
     struct cuda_pair *p = (struct cuda_pair *)(uintptr_t)r->start;
     struct cuda_pool *pool;
 
     if (p == NULL)
-        return;
+        return -2;
     pool = p->pool;
     p->name = r->name;
     p->wait_gen = 0;
@@ -90,6 +90,7 @@ void prof_cuda_submit(const prof_record_ *r)
     pool->pend_tail = &p->next;
     pool->npend++;
     npending++;
+    return pool->device;
 }
 
 /* Drop every pending zone of a dead pool. The events are not destroyed:

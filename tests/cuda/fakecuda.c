@@ -264,6 +264,15 @@ FAKE_API CUresult cuInit(unsigned flags)
     LEAVE(CUDA_SUCCESS);
 }
 
+/* As NVML names devices: fakenvml.c finds device d at bus 0x10 + d. */
+FAKE_API CUresult cuDeviceGetPCIBusId(char *buf, int len, CUdevice dev)
+{
+    if (buf == NULL || len < 13 || dev < 0 || dev >= MAX_DEVICES)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(buf, (size_t)len, "00000000:%02x:00.0", 0x10 + dev);
+    return CUDA_SUCCESS;
+}
+
 FAKE_API CUresult cuDriverGetVersion(int *v)
 {
     *v = 13000;

@@ -29,10 +29,12 @@ static const char *const var_names[NVARS] = {
     "PROF_NVTX", "PROF_SKIP_STEPS",
 };
 
-/* Documented too (docs/CONFIG.md, docs/LIVE.md), checked by the live
- * suite's own tests rather than fuzzed here: looked up, always unset. */
-#define NQUIET 2
-static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS"};
+/* Documented too (docs/CONFIG.md, docs/LIVE.md, docs/CUDA.md), checked by
+ * the live and cuda suites' own tests rather than fuzzed here: looked up,
+ * always unset. */
+#define NQUIET 5
+static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS", "PROF_GPU_CHECK",
+                                                "PROF_NVML", "PROF_NVML_LIB"};
 static int quiet_looked_up[NQUIET];
 
 static const char *values[NVARS];
