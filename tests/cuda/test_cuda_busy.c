@@ -305,12 +305,14 @@ int main(int argc, char **argv)
         summaries(2 * n, "data");
         gpu_line(line, sizeof line);
         b = busy_pct(line);
-        /* The union: stream b's 3 ms covers stream a's 2 ms. */
+        /* The union: stream b's 3 ms mostly covers stream a's 2 ms. */
         CHECKF(b >= 25 && b <= 51, "busy %d%%: %s", b, line);
         CHECK((p = strstr(line, "; streams ")) != NULL);
         CHECKF(sscanf(p, "; streams %d %d%%, %d %d%%", &sa, &da, &sb, &db) == 4, "%s", line);
         CHECK(sa == 0 && sb == 1);
-        CHECKF(db == b && da * 3 >= db * 2 - 3 && da * 3 <= db * 2 + 3, "%s", line);
+        /* b's kernels cover a's (launched a moment before them, up to
+         * rounding): the device's union lies between b's and their sum. */
+        CHECKF(db <= b && b <= db + 3 && da * 3 >= db * 2 - 3 && da * 3 <= db * 2 + 3, "%s", line);
         CHECKF(idle_share(line, "data") >= 90, "%s", line);
         LOG_EXPECT_NONE();
         return 0;
