@@ -16,10 +16,10 @@
  * 300k zones/s; beyond that the GPU is far behind its launches and more
  * events would only grow memory (docs/CUDA.md). */
 #define CUDA_POOL_MAX 65536u
-/* A refill that leaves fewer free pairs than a quarter of the pool (or has
- * to create pairs) wakes the collector, which gives completed pairs back;
- * at most once per CUDA_POOL_WAKE_EVERY pairs taken, so a GPU that is
- * behind does not keep the collector spinning. */
+/* A refill that finds no free pair (and creates some) wakes the collector,
+ * which gives completed pairs back; at most once per CUDA_POOL_WAKE_EVERY
+ * pairs taken, so a GPU that is behind does not keep the collector
+ * spinning. */
 #define CUDA_POOL_WAKE_EVERY 256u
 #define CUDA_CACHE_BATCH 8u            /* pairs a thread takes from the pool at once */
 #define CUDA_CACHE_SLOTS 4             /* contexts a thread caches pairs for */
