@@ -469,13 +469,17 @@ static void sink_pass_end(uint64_t now)
 
     if (ntracks == 0)
         return;
-    if (prof_rt.start_ns > run_lo) {
+    if (run_lo != 0 && prof_rt.start_ns > run_lo) {
         /* prof_reset or the warm-up's end: the run starts again. */
         for (k = 0; k < ntracks; k++) {
             tracks[k].run_busy_ns = 0;
             tracks[k].gap_run = 0;
             memset(&tracks[k].idle_run, 0, sizeof tracks[k].idle_run);
+            memset(&tracks[k].idle_win, 0, sizeof tracks[k].idle_win);
         }
+        nheld = 0;
+        win_lo = prof_rt.window_start_ns;
+        prof_nvml_run_reset();
     }
     run_lo = prof_rt.start_ns;
     if (win_lo == 0 || prof_rt.window_start_ns < win_lo)
@@ -540,6 +544,9 @@ static void figures_of(const struct track *t, int window, uint64_t wall_ns, stru
 {
     uint64_t lo = window ? prof_rt.window_start_ns : prof_rt.start_ns, hi = lo + wall_ns;
     uint64_t wlo = win_lo != 0 && win_lo < hi ? win_lo : prof_rt.window_start_ns;
+
+    if (wlo < lo)
+        wlo = lo;
 
     memset(f, 0, sizeof *f);
     f->wall_ns = wall_ns;

@@ -291,6 +291,16 @@ void prof_nvml_window_close(void)
     }
 }
 
+void prof_nvml_run_reset(void)
+{
+    int i;
+
+    for (i = 0; i < ndevs; i++) {
+        memset(&devs[i].win, 0, sizeof devs[i].win);
+        memset(&devs[i].run, 0, sizeof devs[i].run);
+    }
+}
+
 void prof_nvml_metrics(struct prof_buf *b, int rank)
 {
     static const struct {

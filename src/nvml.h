@@ -30,8 +30,10 @@ struct prof_nvml_figures {
  * 0, or -ENOENT when NVML gave none for it. */
 int prof_nvml_figures(int device, int window, struct prof_nvml_figures *out);
 
-/* A periodic summary closed the window (gpu_busy.c). */
+/* A periodic summary closed the window; the run started again
+ * (prof_reset, the warm-up's end). gpu_busy.c. */
 void prof_nvml_window_close(void);
+void prof_nvml_run_reset(void);
 
 /* Prometheus gauges of the last samples; any thread (its own lock). */
 void prof_nvml_metrics(struct prof_buf *b, int rank);

@@ -24,7 +24,10 @@
  *
  * The kernels' lengths are the fake GPU's, exact; the CPU stages are
  * sleeps, which a loaded machine can only lengthen: bounds are one-sided
- * where that moves them. */
+ * where that moves them. The idle time's share named for the CPU stage is
+ * 95-97% on a quiet machine; a loaded one stretches the CUDA zones' own
+ * launches (86% at a load of 15 on 2 cores), so the test asks that the
+ * stage be named, with at least 60%. */
 #include "cuda_test.h"
 #include "../fuzz/json_strict.h"
 
@@ -209,7 +212,7 @@ int main(int argc, char **argv)
         else
             expect_no(line, "nvidia-smi");
         expect_line(line, "under 30%: data loading starves the GPU");
-        CHECKF(idle_share(line, "data") >= 90, "%s", line);
+        CHECKF(idle_share(line, "data") >= 60, "%s", line);
         CHECK(strstr(json, "\"stage\":\"data\"") != NULL);
         if (strcmp(mode, "starving") != 0) {
             CHECK(strstr(json, "\"utilization_source\":\"zones\"") != NULL);
@@ -239,7 +242,7 @@ int main(int argc, char **argv)
         CHECKF(b >= 20 && b <= 41, "busy %d%%: %s", b, line);
         expect_line(line, "(nvidia-smi 40%)");
         expect_line(line, "30-60%: Python or CPU preprocessing");
-        CHECKF(idle_share(line, "preprocess") >= 80, "%s", line);
+        CHECKF(idle_share(line, "preprocess") >= 60, "%s", line);
         LOG_EXPECT_NONE();
         return 0;
     }
@@ -313,7 +316,7 @@ int main(int argc, char **argv)
         /* b's kernels cover a's (launched a moment before them, up to
          * rounding): the device's union lies between b's and their sum. */
         CHECKF(db <= b && b <= db + 3 && da * 3 >= db * 2 - 3 && da * 3 <= db * 2 + 3, "%s", line);
-        CHECKF(idle_share(line, "data") >= 90, "%s", line);
+        CHECKF(idle_share(line, "data") >= 60, "%s", line);
         LOG_EXPECT_NONE();
         return 0;
     }
