@@ -261,7 +261,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
         SINKS_TAKE(step, r->start, &e, r->end);
         break;
     case PROF_RECORD_CUDA_:
-        prof_gpu_launcher(t, prof_cuda_submit(r));
+        prof_gpu_launcher(t, r->name, prof_cuda_submit(r));
         break;
     case PROF_RECORD_GAP_:
         prof_self_gap(t);

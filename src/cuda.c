@@ -62,6 +62,27 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 /* One notice each. */
 static int note_forked, note_noctx, note_capture, note_record, note_uninit;
 
+/* A zone whose GPU side was lost at its begin keeps &lost_mark[cause] as
+ * its events: its end pushes a CUDA record with no pair and the cause, so
+ * that the collector counts the loss for its stage (gpu_busy.c). */
+static char lost_mark[PROF_CUDA_LOST_CAUSES_];
+
+static prof_cuda_zone lost(prof_cuda_zone z, int cause)
+{
+    z.events = &lost_mark[cause];
+    return z;
+}
+
+/* Push the CUDA record of a zone whose GPU side was lost. */
+static void push_lost(struct prof_thread_ *t, const prof_cuda_zone *z, int cause)
+{
+    if (t != NULL && prof_busy_enter_(t)) {
+        prof_ring_push_(t, 0, (uint64_t)cause, z->cpu.name, z->cpu.parent, z->cpu.depth,
+                        PROF_RECORD_CUDA_);
+        prof_busy_leave_(t);
+    }
+}
+
 /* Called by an application thread while the state is not READY. Threads
  * that come while another one loads wait for it (once per process: a
  * dlopen, of a library the application has usually loaded already, and
@@ -192,7 +213,7 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
             prof_cuda_count_lost(1);
             prof_log_once(&note_noctx, "a CUDA zone ran with no CUDA context current (or an "
                           "invalid stream): its GPU side is skipped");
-            return z;
+            return lost(z, PROF_CUDA_LOST_NOCTX);
         }
         if (attempt == 0 && prof_cu.stream_is_capturing != NULL) {
             int capturing = 0;
@@ -208,13 +229,13 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
             }
         }
         if ((p = prof_cuda_pair_take(t, ctx)) == NULL)
-            return z;
+            return lost(z, PROF_CUDA_LOST_NOPAIR);
         rc = prof_cu.event_record(p->start, (CUstream)stream);
         if (PROF_LIKELY_(rc == CU_SUCCESS))
             break;
         if (memo < 0) {
             record_failed(p, rc);
-            return z;
+            return lost(z, PROF_CUDA_LOST_RECORD);
         }
         /* The remembered context was stale: try again with a fresh one. */
         prof_cuda_tls->memo_stream[memo] = NULL;
@@ -235,7 +256,14 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
     struct prof_thread_ *t;
     CUresult rc;
 
-    if (p != NULL) {
+    if (PROF_UNLIKELY_((uintptr_t)p - (uintptr_t)lost_mark < PROF_CUDA_LOST_CAUSES_)) {
+        int cause = (int)((uintptr_t)p - (uintptr_t)lost_mark);
+
+        z->events = NULL;
+        t = prof_thread_self_;
+        if ((struct prof_thread_ *)((uintptr_t)z->cpu.thread & ~(uintptr_t)1) == t)
+            push_lost(t, z, cause);
+    } else if (p != NULL) {
         z->events = NULL;
         t = prof_thread_self_;
         if (PROF_UNLIKELY_((struct prof_thread_ *)((uintptr_t)z->cpu.thread & ~(uintptr_t)1) != t)) {
@@ -255,6 +283,7 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
         rc = prof_cu.event_record(p->end, (CUstream)z->stream);
         if (PROF_UNLIKELY_(rc != CU_SUCCESS)) {
             record_failed(p, rc);
+            push_lost(t, z, PROF_CUDA_LOST_RECORD);
         } else if (PROF_LIKELY_(t != NULL && prof_busy_enter_(t))) {
             uint64_t head;
 

@@ -17,9 +17,24 @@
 typedef void (*prof_gpu_sink)(void *ctx, const char *name, int device, uint64_t stream,
                               uint64_t start_ns, uint64_t end_ns);
 
+/* Why a zone's GPU side was lost (counted per stage: gpu_busy.c). */
+enum prof_cuda_lost_cause {
+    PROF_CUDA_LOST_NONE = 0,
+    PROF_CUDA_LOST_NOCTX,       /* no current context, or an invalid stream */
+    PROF_CUDA_LOST_NOPAIR,      /* no event pair: pool full, or creating failed */
+    PROF_CUDA_LOST_RECORD,      /* cuEventRecord failed */
+    PROF_CUDA_LOST_QUERY,       /* cuEventQuery or cuEventElapsedTime failed */
+    PROF_CUDA_LOST_CTX,         /* its context went away with it pending */
+    PROF_CUDA_LOST_CAUSES_
+};
+
+/* The cause in words, for the summary. */
+const char *prof_cuda_lost_cause_name(int cause);
+
 /* Collector: take a drained PROF_RECORD_CUDA_ record. Returns the device
- * of its GPU side (-1 when the driver did not say which), or -2 when it
- * has none. */
+ * of its GPU side (-1 when the driver did not say which), or, for a zone
+ * whose GPU side was lost on the application thread, -2 - its cause (enum
+ * prof_cuda_lost_cause). */
 int prof_cuda_submit(const prof_record_ *r);
 
 /* Collector: deliver every pending zone whose events completed. */

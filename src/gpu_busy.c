@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "prof.h"
+#include "cuda.h"
 #include "env.h"
 #include "gpu_busy.h"
 #include "json.h"
@@ -338,11 +339,86 @@ static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int de
         span_add(&tracks[s], start_ns, end_ns);
 }
 
-void prof_gpu_launcher(struct prof_thread *t, int device)
+/* ---- GPU sides lost, per stage ---- */
+
+#define GPU_LOST_STAGES 16
+
+struct lost_stage {
+    struct prof_stage *stage;
+    uint64_t win, run;
+    int cause;                      /* the last one */
+};
+
+static struct lost_stage lost_tab[GPU_LOST_STAGES];
+static uint64_t lost_other_win, lost_other_run;
+
+void prof_gpu_lost(const char *raw_name, int cause)
+{
+    struct prof_stage *s = raw_name != NULL ? prof_stats_stage(raw_name, 0) : NULL;
+    int i;
+
+    for (i = 0; i < GPU_LOST_STAGES && lost_tab[i].stage != NULL && lost_tab[i].stage != s; i++)
+        ;
+    if (s == NULL || i == GPU_LOST_STAGES) {
+        lost_other_win++, lost_other_run++;
+        return;
+    }
+    lost_tab[i].stage = s;
+    lost_tab[i].win++;
+    lost_tab[i].run++;
+    lost_tab[i].cause = cause;
+}
+
+static void lost_text(struct prof_buf *b, int window)
+{
+    uint64_t other = window ? lost_other_win : lost_other_run;
+    int i, n = 0;
+
+    for (i = 0; i < GPU_LOST_STAGES && lost_tab[i].stage != NULL; i++) {
+        uint64_t c = window ? lost_tab[i].win : lost_tab[i].run;
+
+        if (c == 0)
+            continue;
+        prof_buf_printf(b, "%s %s %llu (%s)", n++ ? "," : "GPU sides lost:",
+                        lost_tab[i].stage->name, (unsigned long long)c,
+                        prof_cuda_lost_cause_name(lost_tab[i].cause));
+    }
+    if (other)
+        prof_buf_printf(b, "%s other stages %llu", n++ ? "," : "GPU sides lost:",
+                        (unsigned long long)other);
+    if (n)
+        prof_buf_puts(b, "\n");
+}
+
+static void lost_json(struct prof_buf *b, int window)
+{
+    int i, n = 0;
+
+    prof_buf_puts(b, ",\"gpu_lost\":[");
+    for (i = 0; i < GPU_LOST_STAGES && lost_tab[i].stage != NULL; i++) {
+        uint64_t c = window ? lost_tab[i].win : lost_tab[i].run;
+
+        if (c == 0)
+            continue;
+        prof_buf_puts(b, n++ ? ",{\"stage\":" : "{\"stage\":");
+        prof_buf_json_string(b, lost_tab[i].stage->name);
+        prof_buf_printf(b, ",\"count\":%llu,\"cause\":", (unsigned long long)c);
+        prof_buf_json_string(b, prof_cuda_lost_cause_name(lost_tab[i].cause));
+        prof_buf_puts(b, "}");
+    }
+    prof_buf_printf(b, "],\"gpu_lost_other\":%llu",
+                    (unsigned long long)(window ? lost_other_win : lost_other_run));
+}
+
+void prof_gpu_launcher(struct prof_thread *t, const char *raw_name, int device)
 {
     struct gthread *g;
 
-    if (device < -1 || t->side[PROF_SIDE_GPU] != NULL || prof_config_get()->gpu_check_off ||
+    if (device <= -2) {
+        prof_gpu_lost(raw_name, -2 - device);
+        return;
+    }
+    if (t->side[PROF_SIDE_GPU] != NULL || prof_config_get()->gpu_check_off ||
         (g = calloc(1, sizeof *g)) == NULL)
         return;
     g->device = device;
@@ -406,6 +482,16 @@ static void sink_stage_gone(struct prof_stage *s)
     for (k = 0; k < ntracks; k++) {
         stage_forget(&tracks[k].idle_win, s);
         stage_forget(&tracks[k].idle_run, s);
+    }
+    for (k = 0; k < GPU_LOST_STAGES && lost_tab[k].stage != NULL; k++) {
+        if (lost_tab[k].stage == s) {
+            lost_other_win += lost_tab[k].win;
+            lost_other_run += lost_tab[k].run;
+            memmove(&lost_tab[k], &lost_tab[k + 1],
+                    (GPU_LOST_STAGES - k - 1) * sizeof lost_tab[0]);
+            memset(&lost_tab[GPU_LOST_STAGES - 1], 0, sizeof lost_tab[0]);
+            break;
+        }
     }
     for (i = 0; i < nheld; i++)
         if (held[i].stage != s)
@@ -480,6 +566,8 @@ static void sink_pass_end(uint64_t now)
         nheld = 0;
         win_lo = prof_rt.window_start_ns;
         prof_nvml_run_reset();
+        memset(lost_tab, 0, sizeof lost_tab);
+        lost_other_win = lost_other_run = 0;
     }
     run_lo = prof_rt.start_ns;
     if (win_lo == 0 || prof_rt.window_start_ns < win_lo)
@@ -508,6 +596,9 @@ void prof_gpu_window_close(void)
     uint64_t lo = win_lo, hi = prof_rt.window_start_ns;
     int k;
 
+    for (k = 0; k < GPU_LOST_STAGES; k++)
+        lost_tab[k].win = 0;
+    lost_other_win = 0;
     if (ntracks == 0)
         return;
     settle(nheld);
@@ -630,6 +721,7 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
                             (int)(nv.power_w + 0.5), nv.sm_mhz);
         prof_buf_puts(b, "\n");
     }
+    lost_text(b, window);
 }
 
 void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
@@ -708,6 +800,7 @@ void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
         prof_buf_puts(b, "}");
     }
     prof_buf_puts(b, "]");
+    lost_json(b, window);
 }
 
 void prof_gpu_metrics(struct prof_buf *b, int rank)

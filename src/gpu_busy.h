@@ -27,10 +27,16 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns);
 /* The same as the JSON member ,"gpus":[...] of a summary section. */
 void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns);
 
-/* The drain took a CUDA zone of thread t whose GPU side runs on device
- * (prof_cuda_submit's answer; below 0: none): t launches GPU work, and
- * its CPU zones count in the bottleneck check from now on. */
-void prof_gpu_launcher(struct prof_thread *t, int device);
+/* The drain took a CUDA zone of thread t, called raw_name, whose GPU side
+ * runs on device (prof_cuda_submit's answer): t launches GPU work, and its
+ * CPU zones count in the bottleneck check from now on. An answer of -2 or
+ * less is a GPU side lost on the application thread, counted for its
+ * stage with its cause (-2 - the answer). */
+void prof_gpu_launcher(struct prof_thread *t, const char *raw_name, int device);
+
+/* A GPU side lost on the collector's side (cuda_poll.c), counted for the
+ * stage raw_name with its cause (enum prof_cuda_lost_cause). */
+void prof_gpu_lost(const char *raw_name, int cause);
 
 /* A periodic summary closed the window (collector.c, after the summary
  * was formatted): the window's figures go into the run's. */

@@ -153,6 +153,15 @@ int main(int argc, char **argv)
             got = wait_count("z [gpu]", N, 300);
         CHECKF(got == N - 1 || got == N, "%llu GPU zones", (unsigned long long)got);
         expect_one("failed");
+        if (got == N - 1) {
+            /* Counted for its stage, with its cause. */
+            static char text[16384];
+            const char *want = strcmp(mode, "record") == 0 ? "GPU sides lost: z 1 (cuEventRecord failed)"
+                                                           : "GPU sides lost: z 1 (cuEventQuery failed)";
+
+            CHECK(prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT) > 0);
+            CHECKF(strstr(text, want) != NULL, "no \"%s\" in:\n%s", want, text);
+        }
         return 0;
     }
     if (strcmp(mode, "push") == 0) {

@@ -58,6 +58,16 @@ int main(void)
     printf("cuda pool: %llu of %d zones in flight got events\n", (unsigned long long)got, FLOOD);
     CHECKF(got >= 60000 && got <= 65536, "%llu", (unsigned long long)got);
     CHECK(stage_count("flood") == FLOOD);
+    {
+        /* The loss, counted for its stage, with its cause. */
+        static char text[16384];
+        char want[128];
+
+        CHECK(prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT) > 0);
+        snprintf(want, sizeof want, "GPU sides lost: flood %llu (event pool full",
+                 (unsigned long long)(FLOOD - got));
+        CHECKF(strstr(text, want) != NULL, "no \"%s\" in:\n%s", want, text);
+    }
     if (log_total() != 1 || log_matching("event pool full") != 1) {
         log_dump();
         CHECKF(0, "expected one message about the full pool, got %d", log_total());
