@@ -300,6 +300,8 @@ static void settle(size_t n)
 {
     size_t i;
 
+    if (n == 0)
+        return;
     for (i = 0; i < n; i++) {
         const struct held *h = &held[i];
         struct gthread *g = h->g;
