@@ -43,6 +43,7 @@
 #include "json.h"
 #include "log.h"
 #include "nvml.h"
+#include "process.h"
 #include "registry.h"
 #include "runtime.h"
 #include "sink.h"
@@ -105,6 +106,19 @@ struct held {
     uint32_t depth;
 };
 
+/* ---- GPU sides lost, per stage ---- */
+
+#define GPU_LOST_STAGES 16
+
+struct lost_stage {
+    struct prof_stage *stage;
+    uint64_t win, run;
+    int cause;                      /* the last one */
+};
+
+static struct lost_stage lost_tab[GPU_LOST_STAGES];
+static uint64_t lost_other_win, lost_other_run;
+
 static struct track tracks[GPU_TRACKS];
 static int ntracks, nstreams;
 static struct held *held;
@@ -112,6 +126,7 @@ static size_t nheld;
 static uint64_t win_lo;             /* the current window's start, as last seen */
 static uint64_t run_lo;             /* prof_rt.start_ns, as last seen (a reset moves it on) */
 
+static int owner_pid;               /* the process whose GPU zones these are */
 static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     int device;
@@ -308,7 +323,7 @@ static void settle(size_t n)
         struct track *k;
         uint64_t a = h->a > win_lo ? h->a : win_lo, b = h->b, ov = 0, self;
 
-        if (g->track < 0 && (g->track = track_find(g->device)) < 0)
+        if (g->track >= ntracks || (g->track < 0 && (g->track = track_find(g->device)) < 0))
             continue;           /* no GPU zone of its device has completed */
         k = &tracks[g->track];
         if (b > a)
@@ -324,10 +339,39 @@ static void settle(size_t n)
 
 /* ---- the sink ---- */
 
+/* In a forked child (its CUDA zones time the CPU side only): nothing of
+ * the parent's GPUs is the child's. pub_lock is made anew, as the parent's
+ * metrics thread may have held it across the fork. */
+static void forked_check(void)
+{
+    int pid = prof_process_get()->pid, k;
+
+    if (owner_pid == pid)
+        return;
+    if (owner_pid != 0) {
+        for (k = 0; k < ntracks; k++)
+            free(tracks[k].s);
+        memset(tracks, 0, sizeof tracks);
+        ntracks = nstreams = 0;
+        nheld = 0;
+        win_lo = run_lo = 0;
+        memset(lost_tab, 0, sizeof lost_tab);
+        lost_other_win = lost_other_run = 0;
+        pthread_mutex_init(&pub_lock, NULL);
+        npub = 0;
+        prof_nvml_atfork_child();
+    }
+    owner_pid = pid;
+}
+
 static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int device,
                           uint64_t stream, uint64_t start_ns, uint64_t end_ns)
 {
-    int d = track_of(device, 0, 0), s = track_of(device, 1, stream);
+    int d, s;
+
+    forked_check();
+    d = track_of(device, 0, 0);
+    s = track_of(device, 1, stream);
 
     (void)gpu, (void)cpu;
     if (d >= 0) {
@@ -341,23 +385,12 @@ static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int de
         span_add(&tracks[s], start_ns, end_ns);
 }
 
-/* ---- GPU sides lost, per stage ---- */
-
-#define GPU_LOST_STAGES 16
-
-struct lost_stage {
-    struct prof_stage *stage;
-    uint64_t win, run;
-    int cause;                      /* the last one */
-};
-
-static struct lost_stage lost_tab[GPU_LOST_STAGES];
-static uint64_t lost_other_win, lost_other_run;
-
 void prof_gpu_lost(const char *raw_name, int cause)
 {
     struct prof_stage *s = raw_name != NULL ? prof_stats_stage(raw_name, 0) : NULL;
     int i;
+
+    forked_check();
 
     for (i = 0; i < GPU_LOST_STAGES && lost_tab[i].stage != NULL && lost_tab[i].stage != s; i++)
         ;
@@ -415,6 +448,8 @@ static void lost_json(struct prof_buf *b, int window)
 void prof_gpu_launcher(struct prof_thread *t, const char *raw_name, int device)
 {
     struct gthread *g;
+
+    forked_check();
 
     if (device <= -2) {
         prof_gpu_lost(raw_name, -2 - device);
@@ -555,6 +590,8 @@ static void sink_pass_end(uint64_t now)
 {
     int k;
 
+    forked_check();
+
     if (ntracks == 0)
         return;
     if (run_lo != 0 && prof_rt.start_ns > run_lo) {
@@ -597,6 +634,8 @@ void prof_gpu_window_close(void)
 {
     uint64_t lo = win_lo, hi = prof_rt.window_start_ns;
     int k;
+
+    forked_check();
 
     for (k = 0; k < GPU_LOST_STAGES; k++)
         lost_tab[k].win = 0;
@@ -676,6 +715,8 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
 {
     int k, j;
 
+    forked_check();
+
     settle(nheld);
     /* The whole run's (at exit, or asked for): the trace gets its last
      * bins now, on what has arrived. */
@@ -729,6 +770,8 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
 void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
 {
     int k, j, n = 0;
+
+    forked_check();
 
     settle(nheld);
     prof_buf_puts(b, ",\"gpus\":[");

@@ -291,6 +291,12 @@ void prof_nvml_window_close(void)
     }
 }
 
+void prof_nvml_atfork_child(void)
+{
+    pthread_mutex_init(&pub_lock, NULL);
+    ndevs = 0;
+}
+
 void prof_nvml_run_reset(void)
 {
     int i;

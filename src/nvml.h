@@ -35,6 +35,9 @@ int prof_nvml_figures(int device, int window, struct prof_nvml_figures *out);
 void prof_nvml_window_close(void);
 void prof_nvml_run_reset(void);
 
+/* In a forked child: no devices, the publication lock made anew. */
+void prof_nvml_atfork_child(void);
+
 /* Prometheus gauges of the last samples; any thread (its own lock). */
 void prof_nvml_metrics(struct prof_buf *b, int rank);
 
