@@ -28,8 +28,8 @@
 
 #include "prof.h"
 #include "env.h"
-#include "gpu_busy.h"
 #include "fdio.h"
+#include "gpu_busy.h"
 #include "json.h"
 #include "live.h"
 #include "log.h"

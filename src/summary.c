@@ -341,10 +341,8 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
                         "\"buffer_hint\":%llu}", (unsigned long long)l->records, l->threads,
                         (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint);
     }
-    {
-        prof_gpu_summary_json(b, v->window, v->wall_ns);
-        prof_buf_puts(b, "}");
-    }
+    prof_gpu_summary_json(b, v->window, v->wall_ns);    /* ,"gpus":[...] (gpu_busy.h) */
+    prof_buf_puts(b, "}");
 }
 
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
