@@ -26,6 +26,7 @@
 #include "cuda.h"
 #include "env.h"
 #include "fdio.h"
+#include "gpu_busy.h"
 #include "log.h"
 #include "loss.h"
 #include "process.h"
@@ -260,7 +261,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
         SINKS_TAKE(step, r->start, &e, r->end);
         break;
     case PROF_RECORD_CUDA_:
-        prof_cuda_submit(r);
+        prof_gpu_launcher(t, r->name, prof_cuda_submit(r));
         break;
     case PROF_RECORD_GAP_:
         prof_self_gap(t);
@@ -439,6 +440,7 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
     prof_rt.window_start_step = step;
     prof_rt.dropped_window = 0;
     prof_loss_window_reset();
+    prof_gpu_window_close();
 }
 
 void prof_summary_emit_locked(enum prof_summary_kind kind)

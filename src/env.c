@@ -284,6 +284,20 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
         else
             bad++, bad_value("PROF_NVTX", v, "0 or 1", "0");
     }
+    if ((v = lookup("PROF_GPU_CHECK")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->gpu_check_off = sw != PROF_SWITCH_ON;
+        else
+            bad++, bad_value("PROF_GPU_CHECK", v, "0 or 1", "1");
+    }
+    if ((v = lookup("PROF_NVML")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->nvml_off = sw != PROF_SWITCH_ON;
+        else
+            bad++, bad_value("PROF_NVML", v, "0 or 1", "1");
+    }
+    if ((v = lookup("PROF_NVML_LIB")) != NULL)
+        cfg->nvml_lib = dup_or_warn(v);
     if ((v = lookup("PROF_LIVE")) != NULL) {
         if (parse_switch(v, &sw) == 0)
             cfg->live = sw == PROF_SWITCH_ON;
@@ -326,6 +340,7 @@ void prof_config_clear(struct prof_config *cfg)
     free(cfg->summary_path);
     free(cfg->trace_path);
     free(cfg->cuda_lib);
+    free(cfg->nvml_lib);
     free(cfg->metrics_path);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -29,6 +29,9 @@ struct prof_config {
     int cuda;                    /* PROF_CUDA: enum prof_cuda_mode */
     char *cuda_lib;              /* PROF_CUDA_LIB: driver library to dlopen, or NULL */
     int nvtx;                    /* PROF_NVTX=1 */
+    int gpu_check_off;           /* PROF_GPU_CHECK=0 */
+    int nvml_off;                /* PROF_NVML=0 */
+    char *nvml_lib;              /* PROF_NVML_LIB: NVML library to dlopen, or NULL */
     int live;                    /* PROF_LIVE: 1 (default) or 0 */
     int metrics;                 /* PROF_METRICS: enum prof_metrics_mode */
     char *metrics_path;          /* PROF_METRICS=PATH.prom, malloc'd, or NULL */

@@ -1,6 +1,7 @@
 /* sink.c - the outputs the collector feeds, in order (sink.h). */
 #include <stddef.h>
 
+#include "gpu_busy.h"
 #include "live.h"
 #include "registry.h"
 #include "sink.h"
@@ -14,5 +15,6 @@ const struct prof_sink *const prof_sinks[] = {
     &prof_stats_sink,            /* stages, paths, counters, marks */
     &prof_trace_sink,            /* PROF_TRACE */
     &prof_live_sink,             /* PROF_LIVE, PROF_METRICS */
+    &prof_gpu_busy_sink,         /* GPU busy share, NVML, the bottleneck check */
     NULL,
 };

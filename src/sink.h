@@ -19,6 +19,7 @@ struct prof_thread;
  * (registry.h, stats.h): one per sink that keeps state of its own. */
 enum {
     PROF_SIDE_TRACE,
+    PROF_SIDE_GPU,               /* gpu_busy.c */
     PROF_SIDES_
 };
 

@@ -10,6 +10,7 @@
 #include "children.h"
 #include "clock.h"
 #include "env.h"
+#include "gpu_busy.h"
 #include "loss.h"
 #include "process.h"
 #include "registry.h"
@@ -342,11 +343,13 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         const struct prof_loss *l = prof_loss_get(v->window);
 
         prof_buf_printf(b, "],\"loss\":{\"records\":%llu,\"threads\":%u,\"behind_ns\":%llu,"
-                        "\"buffer_hint\":%llu,\"lanes_shared\":%llu}}",
+                        "\"buffer_hint\":%llu,\"lanes_shared\":%llu}",
                         (unsigned long long)l->records, l->threads,
                         (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint,
                         (unsigned long long)l->lanes_shared);
     }
+    prof_gpu_summary_json(b, v->window, v->wall_ns);    /* ,"gpus":[...] (gpu_busy.h) */
+    prof_buf_puts(b, "}");
 }
 
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
@@ -414,6 +417,7 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
         return;
     }
     header_text(b, kind, shown, run.wall_ns);
+    prof_gpu_summary_text(b, shown->window, shown->wall_ns);
     if (prof_stats_rows(&rows, shown->window, PROF_SUMMARY_MAX_ROWS) != 0) {
         prof_buf_puts(b, "(out of memory building the table)\n");
         return;

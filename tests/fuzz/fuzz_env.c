@@ -30,11 +30,12 @@ static const char *const var_names[NVARS] = {
     "PROF_NVTX", "PROF_SKIP_STEPS",
 };
 
-/* Documented too (docs/CONFIG.md, docs/LIVE.md), checked by the live
- * suite's and summary_json's own tests rather than fuzzed here: looked
- * up, always unset. */
-#define NQUIET 3
-static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS", "PROF_SUMMARY_JSON"};
+/* Documented too (docs/CONFIG.md, docs/LIVE.md, docs/CUDA.md), checked by
+ * the live, cuda and summary_json suites' own tests rather than fuzzed
+ * here: looked up, always unset. */
+#define NQUIET 6
+static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS", "PROF_SUMMARY_JSON",
+                                                "PROF_GPU_CHECK", "PROF_NVML", "PROF_NVML_LIB"};
 static int quiet_looked_up[NQUIET];
 
 static const char *values[NVARS];
