@@ -97,12 +97,18 @@ _state = {
 }
 
 
+def _no_cuda():
+    return False
+
+
+_cuda_is_initialized = _no_cuda     # torch.cuda.is_initialized once torch is here
+
+
 def _cuda_ready():
     if _state["cuda"]:
         return True
-    torch = sys.modules.get("torch")
     try:
-        if torch is not None and torch.cuda.is_initialized():
+        if _cuda_is_initialized():
             _state["cuda"] = True
             return True
     except Exception:
@@ -466,6 +472,8 @@ def _instrument(torch):
     import torch.utils.data.dataloader as dl
 
     _state["depth"] = _read_depth()
+    global _cuda_is_initialized
+    _cuda_is_initialized = getattr(getattr(torch, "cuda", None), "is_initialized", _no_cuda)
 
     # torch 2.x: a module called while torch.compile traces must not run
     # our code (dynamo would trace it into the graph or break the graph).
