@@ -290,7 +290,20 @@ def test_torch_not_imported_for_a_script_without_it(tmp_path):
             sum(range(1000))
         print("torch" in sys.modules, sys.argv[1:], __name__)
     """))
-    proc = subprocess.run([sys.executable, "-m", "prof", str(script), "a", "--b"],
+    proc = subprocess.run([sys.executable, "-m", "prof", "--summary", "stderr", str(script),
+                           "a", "--b"],
                           env=child_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False ['a', '--b'] __main__", proc.stdout
+    # Named after the script it runs, not "prof".
+    assert "prof summary: plain.py (pid" in proc.stderr, proc.stderr
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "runner.py").write_text(script.read_text())
+    proc = subprocess.run([sys.executable, "-m", "prof", "-m", "pkg.runner", "x"],
+                          env=child_env(PROF_SUMMARY="stderr"), cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False ['x'] __main__", proc.stdout
+    assert "prof summary: pkg.runner (pid" in proc.stderr, proc.stderr
