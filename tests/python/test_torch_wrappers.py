@@ -7,6 +7,7 @@ called while torch.compile traces (nothing of prof runs: the compiled call
 is one zone), and a root named after the attribute the script holds it in.
 """
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -133,3 +134,48 @@ def test_root_named_from_attribute_and_compile_guard(tmp_path):
     """)
     assert r["forward"]["count"] == 2 and r["net.embed"]["parent"] == "forward", sorted(r)
     assert r["loss"]["count"] == 2 and r["loss"]["parent"] is None, sorted(r)
+
+
+def test_cuda_zones_once_cuda_is_initialized(tmp_path):
+    # No GPU here: the fake driver of tests/cuda stands in for libcuda, and
+    # torch is made to say that CUDA is initialized (prof never initializes
+    # it). Each zone is then also a CUDA zone on the current stream: a
+    # [gpu] row under each stage.
+    from conftest import BUILD_ROOT
+
+    lib = os.path.join(BUILD_ROOT or "", "tests", "cuda", "libfakecuda.so")
+    if not BUILD_ROOT or not os.path.exists(lib):
+        pytest.skip("fake CUDA driver not built (run through meson test)")
+    script = tmp_path / "gpu.py"
+    script.write_text(textwrap.dedent(COMMON) + textwrap.dedent("""
+        import ctypes, types
+        from prof import _torch
+        cu = ctypes.CDLL(os.environ["PROF_CUDA_LIB"])      # the driver prof loads
+        ctx = ctypes.c_void_p()
+        assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+        assert cu.cuCtxSetCurrent(ctx) == 0
+        real_is_initialized = torch.cuda.is_initialized
+        _torch._cuda_is_initialized = lambda: True
+        torch.cuda.current_stream = lambda: types.SimpleNamespace(cuda_stream=0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+        assert not real_is_initialized()
+    """))
+    summary = tmp_path / "summary.json"
+    proc = subprocess.run([sys.executable, "-m", "prof", str(script)],
+                          env=child_env(PROF_SUMMARY=str(summary), PROF_SUMMARY_FORMAT="json",
+                                        PROF_LIVE="0", PROF_CUDA_LIB=lib),
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    final = [json.loads(line) for line in summary.read_text().splitlines()][-1]
+    r = {x["name"]: x for x in final["total"]["stages"]}
+    for stage in ("forward", "model.embed", "model.blocks", "backward", "optimizer",
+                  "optimizer.zero_grad"):
+        gpu = r.get(stage + " [gpu]")
+        assert gpu is not None and gpu["gpu"], (stage, sorted(r))
+        assert gpu["count"] == r[stage]["count"], (stage, gpu["count"], r[stage]["count"])
+    assert r["model.blocks"]["count"] == 6
