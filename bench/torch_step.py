@@ -11,6 +11,11 @@ Two figures, each against a baseline measured in the same run:
          zero_grad, a prof.step() per step), the two alternated run by run;
          each run reports the median of its step times after a warm-up;
          the ratio is the median of the runs' prof/plain ratios.
+  inproc the same step in one process, prof's patches (Module.__call__,
+         DataLoader __next__, backward, the optimizer's step and zero_grad)
+         swapped in and out every block of 10 steps, ABAB...: the same
+         memory layout and CPU for both, paired in time; the ratio is the
+         median of the pairs' ratios of block medians (CPU time).
   call   ns per nn.Module call (an nn.Identity, so the call is all there is):
          plain; with prof's patched Module.__call__ for a module prof does
          not time (every module below the depth pays this); for a module
@@ -19,7 +24,7 @@ Two figures, each against a baseline measured in the same run:
          each minus the plain call; the minimum of interleaved repeats.
 
 The last line has a fixed form for scripts:
-  prof-bench torch: step_plain_ms=<ms> step_prof_ms=<ms> ratio=<x> untimed_ns=<ns> zone_ns=<ns> global_hooks_ns=<ns>
+  prof-bench torch: step_plain_ms=<ms> step_prof_ms=<ms> ratio=<x> inproc_ratio=<x> untimed_ns=<ns> zone_ns=<ns> global_hooks_ns=<ns>
 
 Run: PYTHONPATH=build/python python3 bench/torch_step.py [--quick]
 (Debian's /usr/bin/python3 with python3-torch; without torch it says so
@@ -39,7 +44,7 @@ BLOCKS = 4
 BATCH = 64
 
 
-def child(steps, warmup):
+def build():
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -69,26 +74,89 @@ def child(steps, warmup):
                 x = b(x)
             return self.head(x)
 
-    n = (steps + warmup) * BATCH
-    data = TensorDataset(torch.randn(n, 64), torch.randint(0, 10, (n,)))
+    data = TensorDataset(torch.randn(64 * BATCH, 64), torch.randint(0, 10, (64 * BATCH,)))
     loader = DataLoader(data, batch_size=BATCH, shuffle=False, num_workers=0)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    times, cpu = [], []
+    return loader, model, opt
+
+
+def batches(loader):
+    while True:
+        for b in loader:
+            yield b
+
+
+def steps_timed(model, opt, it, n):
+    """n steps; per step (wall ms, training-thread CPU ms)."""
+    from torch import nn
+
+    out = []
     pc, tt = time.perf_counter, time.thread_time
     t0, c0 = pc(), tt()
-    for x, y in loader:
+    for _ in range(n):
+        x, y = next(it)
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         t1, c1 = pc(), tt()
-        times.append(t1 - t0)
-        cpu.append(c1 - c0)
+        out.append(((t1 - t0) * 1e3, (c1 - c0) * 1e3))
         t0, c0 = t1, c1
-    times, cpu = times[warmup:], cpu[warmup:]
-    print(json.dumps({"median_ms": statistics.median(times) * 1e3,
-                      "cpu_ms": statistics.median(cpu) * 1e3}))
+    return out
+
+
+def child(steps, warmup):
+    loader, model, opt = build()
+    it = batches(loader)
+    times = steps_timed(model, opt, it, steps + warmup)[warmup:]
+    print(json.dumps({"median_ms": statistics.median(t for t, _ in times),
+                      "cpu_ms": statistics.median(c for _, c in times)}))
+
+
+def inproc(blocks, per_block):
+    """One process, prof's patches swapped in and out block by block
+    (ABAB...): the same memory layout and CPU for both, paired in time.
+    Returns the medians of the per-block median CPU step times."""
+    import torch
+    import torch.utils.data.dataloader as dl
+
+    import prof
+    from prof import _torch
+
+    loader, model, opt = build()
+    it = batches(loader)
+    Opt = type(opt)
+    # torch wrapped SGD.step for its profiler when opt was made; what the
+    # script would call without prof:
+    spots = [(torch.nn.Module, "__call__"), (dl._BaseDataLoaderIter, "__next__"),
+             (torch.autograd, "backward"), (Opt, "step"),
+             (torch.optim.Optimizer, "zero_grad")]
+
+    def get(o, a):
+        return o.__dict__[a] if isinstance(o, type) else getattr(o, a)
+
+    plain = [get(o, a) for o, a in spots]
+    prof.enable(True)
+    _torch.install()
+    patched = [get(o, a) for o, a in spots]
+    assert all(p is not q for p, q in zip(plain, patched)), "prof did not patch"
+
+    def use(fns):
+        for (o, a), f in zip(spots, fns):
+            setattr(o, a, f)
+
+    steps_timed(model, opt, it, 20)          # warm-up, prof's names given
+    use(plain)
+    steps_timed(model, opt, it, 10)
+    res = {False: [], True: []}
+    for b in range(blocks):
+        for on in ((False, True) if b % 2 == 0 else (True, False)):
+            use(patched if on else plain)
+            cpu = [c for _, c in steps_timed(model, opt, it, per_block)]
+            res[on].append(statistics.median(cpu))
+    use(patched)
+    return res
 
 
 def run_child(prof_on, steps, warmup):
@@ -117,7 +185,9 @@ def call_costs(n, repeats):
     torch.set_num_threads(1)
     prof.enable(True)
     x = torch.zeros(1)
-    plain_call = nn.Module.__call__
+    installed = nn.Module.__call__
+    plain_call = getattr(installed, "_prof_orig", installed)
+    nn.Module.__call__ = plain_call
     patched = _torch._make_call(plain_call, None)
 
     timed_mod = nn.Identity()
@@ -165,6 +235,7 @@ def call_costs(n, repeats):
         for k, f in cases.items():
             best[k] = min(best[k], f())
     _torch._tls.open = 0
+    nn.Module.__call__ = installed
     base = best["plain"]
     return base, {k: best[k] - base for k in ("untimed", "zone", "hooks")}
 
@@ -177,6 +248,9 @@ def main():
     p.add_argument("--runs", type=int, default=6, help="plain/prof pairs (alternated)")
     p.add_argument("--quick", action="store_true", help="fewer steps, runs and calls")
     args = p.parse_args()
+    # Before prof loads in this process (inproc, call): no table at exit.
+    os.environ.setdefault("PROF_SUMMARY", "off")
+    os.environ.setdefault("PROF_LIVE", "0")
     if args.child:
         child(args.steps, args.warmup)
         return 0
@@ -202,6 +276,13 @@ def main():
         print(f"run {r}: cpu plain {got[False]['cpu_ms']:.3f} ms  prof {got[True]['cpu_ms']:.3f} ms  "
               f"ratio {ratios[-1]:.4f}   (wall {got[False]['median_ms']:.3f} / "
               f"{got[True]['median_ms']:.3f} ms)", flush=True)
+    res = inproc(6 if args.quick else 30, 10)
+    ratios_in = [q / p for p, q in zip(res[False], res[True])]
+    print(f"one process, patches swapped per block of 10 steps ({len(res[False])} pairs): "
+          f"cpu plain {statistics.median(res[False]):.3f} ms  prof "
+          f"{statistics.median(res[True]):.3f} ms  ratio of medians "
+          f"{statistics.median(res[True]) / statistics.median(res[False]):.4f}  "
+          f"median of pair ratios {statistics.median(ratios_in):.4f}", flush=True)
     base, costs = call_costs(20000 if args.quick else 100000, 5 if args.quick else 9)
     print(f"module call {base:.0f} ns; added: untimed module {costs['untimed']:.0f} ns, "
           f"timed module (a zone) {costs['zone']:.0f} ns, global pre+post hooks "
@@ -209,6 +290,7 @@ def main():
     print(f"wall-time ratio (median of runs): {statistics.median(wall_ratios):.4f}")
     print(f"prof-bench torch: step_plain_ms={statistics.median(cpu[False]):.3f} "
           f"step_prof_ms={statistics.median(cpu[True]):.3f} ratio={statistics.median(ratios):.4f} "
+          f"inproc_ratio={statistics.median(ratios_in):.4f} "
           f"untimed_ns={costs['untimed']:.0f} zone_ns={costs['zone']:.0f} "
           f"global_hooks_ns={costs['hooks']:.0f}")
     return 0

@@ -169,13 +169,16 @@ def _binding_name(mod, frame):
     if f is None:
         return None
     for scope in (f.f_locals, f.f_globals):
-        for k, v in scope.items():
+        for k, v in list(scope.items()):
             if v is mod and k != "self" and not k.startswith("_"):
                 return k
     for v in list(f.f_locals.values()):
-        d = getattr(v, "__dict__", None)
+        try:
+            d = object.__getattribute__(v, "__dict__")
+        except Exception:
+            continue
         if isinstance(d, dict):
-            for k, vv in d.items():
+            for k, vv in list(d.items()):
                 if vv is mod:
                     return k.lstrip("_") or k
     return None
@@ -280,6 +283,25 @@ def _name_root(mod, frame):
     return z
 
 
+def _new_root(mod, frame):
+    # Naming must never break the script's forward: a module it cannot name
+    # is left untimed, said once.
+    try:
+        if mod.__dict__.get("_is_replica"):
+            # DataParallel's per-forward copies, called on its threads: the
+            # wrapper's zone holds them.
+            _remember(mod, False)
+            return False
+        return _name_root(mod, frame)
+    except Exception as e:
+        _remember(mod, False)
+        if not _state.get("name_failed"):
+            _state["name_failed"] = True
+            sys.stderr.write(f"prof: could not name {type(mod).__name__} for its zones "
+                             f"({type(e).__name__}: {e}); it is not timed\n")
+        return False
+
+
 def _make_call(orig_call, compiling):
     tls = _tls
     get = _names_get
@@ -292,7 +314,7 @@ def _make_call(orig_call, compiling):
         if z is None:
             if tls.open:
                 return orig_call(self, *args, **kwargs)
-            z = _name_root(self, sys._getframe(1))
+            z = _new_root(self, sys._getframe(1))
         if z is False:
             return orig_call(self, *args, **kwargs)
         if not tls.open:
