@@ -152,8 +152,10 @@ def _boundary():
 
 
 def _at_exit():
-    # Registered after prof's own exit handler, so it runs before it: the
-    # last iteration's step is counted before the final summary.
+    # The last iteration's step, before the final summary: run by
+    # threading's exit hooks, which come before every atexit handler (prof's
+    # own moves to the end of that list when log_to_logging() is called);
+    # through atexit, after prof's registration, where those are missing.
     _boundary()
 
 
@@ -602,9 +604,12 @@ def install():
     if _state["installed"]:
         return
     _state["installed"] = True
-    import atexit
+    try:
+        threading._register_atexit(_at_exit)
+    except Exception:
+        import atexit
 
-    atexit.register(_at_exit)
+        atexit.register(_at_exit)
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "nn"):
         _instrument(torch)

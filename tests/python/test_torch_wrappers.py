@@ -179,3 +179,27 @@ def test_cuda_zones_once_cuda_is_initialized(tmp_path):
         assert gpu is not None and gpu["gpu"], (stage, sorted(r))
         assert gpu["count"] == r[stage]["count"], (stage, gpu["count"], r[stage]["count"])
     assert r["model.blocks"]["count"] == 6
+
+
+def test_last_step_counted_with_summaries_to_logging(tmp_path):
+    # The last iteration's step is written at exit before the final
+    # summary, also when log_to_logging() moved prof's exit handler to the
+    # end of atexit's list (4 steps instead of 5 when ours ran after it).
+    script = tmp_path / "logged.py"
+    script.write_text(textwrap.dedent(COMMON) + textwrap.dedent("""
+        import logging, prof
+        logging.basicConfig(level=logging.INFO)
+        prof.log_to_logging(True)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(5):
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+    """))
+    proc = subprocess.run([sys.executable, "-m", "prof", str(script)],
+                          env=child_env(PROF_SUMMARY=None, PROF_LIVE="0"),
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "INFO:prof:prof summary: logged.py" in proc.stderr, proc.stderr
+    assert "final: 5 steps" in proc.stderr, proc.stderr
