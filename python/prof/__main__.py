@@ -103,8 +103,12 @@ def main():
         if v is not None:
             want[var] = v
     stripped = len(cmd) + (1 if args.module else 0) != len(sys.argv) - 1
-    if stripped or any(os.environ.get(k) != v for k, v in want.items()):
-        os.environ.update(want)
+    # PROF_TORCH* are read by prof/_torch.py, later in this process: they
+    # need no restart.
+    restart = stripped or any(os.environ.get(k) != v for k, v in want.items()
+                              if not k.startswith("PROF_TORCH"))
+    os.environ.update(want)
+    if restart:
         sys.stdout.flush()
         sys.stderr.flush()
         argv = _reexec_argv(cmd, args.module)
