@@ -105,15 +105,36 @@ static void wall_cover_locked(uint64_t start_ns)
                 (*k_)->hook(__VA_ARGS__);                                         \
     } while (0)
 
+/* What a drain of one ring decides once, not per record: the sinks that
+ * take zones now (a trace that is off costs nothing per record), and
+ * whether the thread lost records in this window (its stages are marked
+ * short). */
+#define MAX_SINKS 8
+struct drain_ctx {
+    const struct prof_sink *zone_sinks[MAX_SINKS];
+    int nzone;
+    int lossy;
+    struct prof_clock_map cm;
+};
+
+static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
+{
+    dc->nzone = 0;
+    for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
+        if ((*k)->zone != NULL && ((*k)->active == NULL || (*k)->active()) &&
+            dc->nzone < MAX_SINKS)
+            dc->zone_sinks[dc->nzone++] = *k;
+    dc->lossy = prof_loss_thread_lossy(t);
+}
+
 /* A zone: its self time, its stage (resolved here once for every sink). */
-static void take_zone(struct prof_thread *t, const prof_record_ *r,
-                      const struct prof_clock_map *cm)
+static void take_zone(struct prof_thread *t, const prof_record_ *r, const struct drain_ctx *dc)
 {
     struct prof_event e = {
         .thread = t,
         .raw = r->name,
-        .start_ns = prof_clock_map_ns(cm, r->start),
-        .dur_ns = r->end > r->start ? prof_clock_map_delta(cm, r->end - r->start) : 0,
+        .start_ns = prof_clock_map_ns(&dc->cm, r->start),
+        .dur_ns = r->end > r->start ? prof_clock_map_delta(&dc->cm, r->end - r->start) : 0,
         .parent = r->parent,
         .depth = r->depth,
         .lane = r->kind >> PROF_RECORD_LANE_SHIFT_,
@@ -122,14 +143,16 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r,
                                            &e.self_ns)
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
 
-    if (err != 0 || (e.stage = prof_stats_stage(r->name, 0)) == NULL) {
+    if (err != 0 || (e.stage = prof_stats_zone_stage(r->name, r->parent, &e.node)) == NULL) {
         prof_rt.lost_memory++;
         return;
     }
-    if (prof_loss_thread_lossy(t))
+    if (dc->lossy)
         e.stage->flags |= PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_;
     wall_cover_locked(e.start_ns);
-    SINKS_TAKE(zone, r->start, &e);
+    for (int i = 0; i < dc->nzone; i++)
+        if (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(r->start))
+            dc->zone_sinks[i]->zone(&e);
 }
 
 static void skip_warm_up(uint64_t at_ns)
@@ -224,15 +247,21 @@ static void window_pass_end_locked(void)
 }
 
 static void take_record(struct prof_thread *t, const prof_record_ *r,
-                        const struct prof_clock_map *cm)
+                        const struct drain_ctx *dc)
 {
-    struct prof_event e = {.thread = t, .raw = r->name};
+    const struct prof_clock_map *cm = &dc->cm;
+    struct prof_event e;
     double v;
 
+    /* Nearly every record is a zone: its event is made in take_zone. */
+    if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_ZONE_) {
+        take_zone(t, r, dc);
+        return;
+    }
+    memset(&e, 0, sizeof e);
+    e.thread = t;
+    e.raw = r->name;
     switch (r->kind & PROF_RECORD_KIND_MASK_) {
-    case PROF_RECORD_ZONE_:
-        take_zone(t, r, cm);
-        break;
     case PROF_RECORD_COUNTER_:
         memcpy(&v, &r->end, sizeof v);
         e.start_ns = prof_clock_map_ns(cm, r->start);
@@ -280,14 +309,14 @@ static int drain(struct prof_thread *t)
     /* The ring's reader protocol (ring.h): records up to head were fully
      * written by their thread; once released, the thread may reuse them. */
     struct prof_ring_reader rd;
-    struct prof_clock_map cm;
+    struct drain_ctx dc;
     const prof_record_ *r;
     uint64_t lost, taken = 0;
 
     /* Read before head: every loss counted here lies before a record
      * this drain takes, so the stages those records hold are marked. */
     lost = prof_ring_dropped(&t->hot);
-    prof_clock_map_get(&cm);
+    prof_clock_map_get(&dc.cm);
     prof_ring_read(&t->hot, &rd);
     if (lost != t->dropped_seen) {
         /* How far behind: the age of the oldest record waiting, else the
@@ -297,13 +326,14 @@ static int drain(struct prof_thread *t)
         uint64_t now = prof_clock_now_ns(), then = last_collect_ns;
 
         if (first != NULL && (first->kind == PROF_RECORD_ZONE_ ? first->end : first->start) != 0)
-            then = prof_clock_map_ns(&cm, first->kind == PROF_RECORD_ZONE_ ? first->end
-                                                                         : first->start);
+            then = prof_clock_map_ns(&dc.cm, first->kind == PROF_RECORD_ZONE_ ? first->end
+                                                                            : first->start);
         prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0, now);
         prof_rt.dropped += lost - t->dropped_seen;
         prof_rt.dropped_window += lost - t->dropped_seen;
         t->dropped_seen = lost;
     }
+    drain_ctx_init(&dc, t);
     while ((r = prof_ring_next(&rd)) != NULL) {
         /* A held window ends before the first record of the next one: on
          * the collector thread the drain stops there, unread, so that the
@@ -315,7 +345,7 @@ static int drain(struct prof_thread *t)
             drain_stopped = 1;
             return 1;
         }
-        take_record(t, r, &cm);
+        take_record(t, r, &dc);
         /* Give slots back as it goes: a drain of a ring filled while the
          * collector was away takes milliseconds, and a thread recording
          * meanwhile needs the slots already read, not only the ones left
