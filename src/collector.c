@@ -28,6 +28,7 @@
 #include "fdio.h"
 #include "log.h"
 #include "loss.h"
+#include "map.h"
 #include "process.h"
 #include "ranks.h"
 #include "registry.h"
@@ -104,6 +105,15 @@ static void wall_cover_locked(uint64_t start_ns)
             if ((*k_)->hook != NULL && ((*k_)->wants == NULL || (*k_)->wants(ticks))) \
                 (*k_)->hook(__VA_ARGS__);                                         \
     } while (0)
+/* SINKS_TAKE for a record made before prof_reset(): the statistics forget
+ * it. */
+#define SINKS_TAKE_STALE(hook, ticks, ...)                                        \
+    do {                                                                          \
+        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
+            if (*k_ != &prof_stats_sink && (*k_)->hook != NULL &&                 \
+                ((*k_)->wants == NULL || (*k_)->wants(ticks)))                    \
+                (*k_)->hook(__VA_ARGS__);                                         \
+    } while (0)
 
 /* What a drain of one ring decides once, not per record: the sinks that
  * take zones now (a trace that is off costs nothing per record), and
@@ -114,8 +124,20 @@ struct drain_ctx {
     const struct prof_sink *zone_sinks[MAX_SINKS];
     int nzone;
     int lossy;
+    uint64_t forget_below;       /* forget_at's position for the thread */
+    int stale;                   /* the record being taken lies below it */
     struct prof_clock_map cm;
 };
+
+/* prof_reset() does not drain the rings: the records they held when it
+ * was called (below the head it read, per thread) are forgotten by the
+ * statistics as the drain reaches them, and still given to the other
+ * sinks (the trace keeps every zone). So a reset waits at most for the
+ * drain under way, never for the rings that threads recording flat out
+ * keep full. Positions, not times: records carry whatever ticks their
+ * source gives. Thread -> head at the reset (a ring position; NULL once
+ * the drain has passed it or the thread is gone). */
+static struct prof_map forget_at;
 
 static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
 {
@@ -125,6 +147,10 @@ static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
             dc->nzone < MAX_SINKS)
             dc->zone_sinks[dc->nzone++] = *k;
     dc->lossy = prof_loss_thread_lossy(t);
+    dc->forget_below = forget_at.len ? (uint64_t)(uintptr_t)prof_map_get(&forget_at,
+                                                                       (uintptr_t)t)
+                                     : 0;
+    dc->stale = 0;
 }
 
 /* A zone: its self time, its stage (resolved here once for every sink). */
@@ -143,6 +169,25 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, const struct
                                            &e.self_ns)
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
 
+    if (err == 0 && dc->stale) {
+        /* Ended before prof_reset(): for the sinks other than the
+         * statistics, and no stage is made for it unless one takes it. */
+        int i = 0;
+
+        while (i < dc->nzone && dc->zone_sinks[i] == &prof_stats_sink)
+            i++;
+        if (i == dc->nzone)
+            return;
+        if ((e.stage = prof_stats_zone_stage(r->name, r->parent, &e.node)) == NULL) {
+            prof_rt.lost_memory++;
+            return;
+        }
+        for (; i < dc->nzone; i++)
+            if (dc->zone_sinks[i] != &prof_stats_sink &&
+                (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(r->start)))
+                dc->zone_sinks[i]->zone(&e);
+        return;
+    }
     if (err != 0 || (e.stage = prof_stats_zone_stage(r->name, r->parent, &e.node)) == NULL) {
         prof_rt.lost_memory++;
         return;
@@ -246,8 +291,7 @@ static void window_pass_end_locked(void)
         window_release_locked();
 }
 
-static void take_record(struct prof_thread *t, const prof_record_ *r,
-                        const struct drain_ctx *dc)
+static void take_record(struct prof_thread *t, const prof_record_ *r, const struct drain_ctx *dc)
 {
     const struct prof_clock_map *cm = &dc->cm;
     struct prof_event e;
@@ -265,11 +309,17 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
     case PROF_RECORD_COUNTER_:
         memcpy(&v, &r->end, sizeof v);
         e.start_ns = prof_clock_map_ns(cm, r->start);
-        SINKS_TAKE(counter, r->start, &e, v);
+        if (dc->stale)
+            SINKS_TAKE_STALE(counter, r->start, &e, v);
+        else
+            SINKS_TAKE(counter, r->start, &e, v);
         break;
     case PROF_RECORD_MARK_:
         e.start_ns = prof_clock_map_ns(cm, r->start);
-        SINKS_TAKE(mark, r->start, &e);
+        if (dc->stale)
+            SINKS_TAKE_STALE(mark, r->start, &e);
+        else
+            SINKS_TAKE(mark, r->start, &e);
         break;
     case PROF_RECORD_STEP_:
         e.start_ns = prof_clock_map_ns(cm, r->start);
@@ -345,6 +395,7 @@ static int drain(struct prof_thread *t)
             drain_stopped = 1;
             return 1;
         }
+        dc.stale = rd.tail <= dc.forget_below;
         take_record(t, r, &dc);
         /* Give slots back as it goes: a drain of a ring filled while the
          * collector was away takes milliseconds, and a thread recording
@@ -364,6 +415,8 @@ static int drain(struct prof_thread *t)
         }
     }
     prof_ring_release(&t->hot, rd.tail);
+    if (dc.forget_below != 0 && rd.tail >= dc.forget_below)
+        prof_map_put(&forget_at, (uintptr_t)t, NULL);
 
     lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
     if (lost != t->refused_seen) {
@@ -412,6 +465,8 @@ void prof_collect_locked(void)
                 window_release_locked();
             SINKS_ALL(thread_gone, t);
             prof_self_thread_gone(t);
+            if (forget_at.len)
+                prof_map_put(&forget_at, (uintptr_t)t, NULL);
             *link = t->next;
             prof_thread_free(t);
         } else {
@@ -523,6 +578,31 @@ void prof_collect_all_locked(void)
         drain_stopped = 0;
         prof_collect_locked();
     }
+}
+
+void prof_collect_forget_locked(void)
+{
+    struct prof_thread *t;
+
+    prof_registry_splice_locked();
+    prof_map_clear(&forget_at);
+    /* Losses counted so far are the forgotten run's: the next drain
+     * counts (and says) only the ones after the reset. */
+    for (t = prof_threads; t != NULL; t = t->next) {
+        /* Acquire, as a drain reads it: the records below are whole. */
+        uint64_t head = __atomic_load_n(&t->hot.head, __ATOMIC_ACQUIRE);
+
+        /* Out of memory: those records count after the reset, as when
+         * a reset drained them. */
+        if (head != t->hot.tail)
+            (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
+        t->dropped_seen = prof_ring_dropped(&t->hot);
+        t->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
+    }
+    prof_rt.cuda_lost_seen = prof_cuda_lost();
+    prof_rt.loss_seen = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +
+                        __atomic_load_n(&prof_records_unattached, __ATOMIC_RELAXED) +
+                        prof_rt.lost_memory + prof_stats_hist_lost;
 }
 
 void prof_final_report_locked(void)
