@@ -4,10 +4,11 @@
 # see the same load, and the median of every figure on its "prof-bench"
 # line printed for each side.
 #
-#     bench/old_new.sh [-r ROUNDS] [-b BENCH] [-n NEW_BUILD] OLD [-- ARGS...]
+#     bench/old_new.sh [-r ROUNDS] [-b BENCH] [-n NEW_BUILD] OLD [OLD...] [-- ARGS...]
 #
-#   OLD        a commit (d03103e); built once in /tmp/prof-old-<hash> (a
-#              detached git worktree, removed with `git worktree remove`)
+#   OLD        a commit (d03103e); each built once in /tmp/prof-old-<hash>
+#              (a detached git worktree, removed with `git worktree remove`);
+#              with several, every round runs each of them, then new
 #   -b BENCH   bench/BENCH.c (default drain); its source must use only the
 #              public API, and is compiled twice, each time with the
 #              headers of the library it links (the zone's fast path is
@@ -32,9 +33,12 @@ while getopts r:b:n: opt; do
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,20p' "$0"; exit 2; }
-old=$(git rev-parse --short "$1")
-shift
+[ $# -ge 1 ] || { sed -n '2,21p' "$0"; exit 2; }
+olds=
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    olds="$olds $(git rev-parse --short "$1")"
+    shift
+done
 [ "${1:-}" = "--" ] && shift
 
 top=$(git rev-parse --show-toplevel)
@@ -43,34 +47,35 @@ src=$top/bench/$bench.c
 cc=${CC:-cc}
 cflags="-O3 -std=gnu11 -D_GNU_SOURCE -pthread"
 
-# The old library, built once.
-otree=/tmp/prof-old-$old
-if [ ! -d "$otree" ]; then
-    git -C "$top" worktree add --detach "$otree" "$old" >&2
-fi
-if [ ! -f "$otree/build/build.ninja" ]; then
-    meson setup "$otree/build" "$otree" -Dbuildtype=release -Dtests=false -Dbench=false \
-        -Dexamples=false -Dpython=false >&2
-fi
 # The shared library's target (src/libprof.so.<version>) alone.
 lib_target() {
     ninja -C "$1" -t targets all | sed -n 's/^\(src\/libprof\.so[.0-9]*\): .*/\1/p' | sort | tail -1
 }
-ninja -C "$otree/build" "$(lib_target "$otree/build")" >&2
-ninja -C "$top/$new_build" "$(lib_target "$top/$new_build")" >&2
-
 out=$(mktemp -d /tmp/prof-old-new-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-for side in old new; do
-    if [ $side = old ]; then tree=$otree lib=$otree/build/src; else tree=$top lib=$top/$new_build/src; fi
+build() {   # side tree lib
     # shellcheck disable=SC2086
-    $cc $cflags -I"$tree/include" -I"$top/bench" "$src" -o "$out/$side" \
-        -L"$lib" -Wl,-rpath,"$lib" -lprof -lm
+    $cc $cflags -I"$2/include" -I"$top/bench" "$src" -o "$out/$1" -L"$3" -Wl,-rpath,"$3" -lprof -lm
+}
+for old in $olds; do
+    otree=/tmp/prof-old-$old
+    if [ ! -d "$otree" ]; then
+        git -C "$top" worktree add --detach "$otree" "$old" >&2
+    fi
+    if [ ! -f "$otree/build/build.ninja" ]; then
+        meson setup "$otree/build" "$otree" -Dbuildtype=release -Dtests=false -Dbench=false \
+            -Dexamples=false -Dpython=false >&2
+    fi
+    ninja -C "$otree/build" "$(lib_target "$otree/build")" >&2
+    build "$old" "$otree" "$otree/build/src"
 done
+ninja -C "$top/$new_build" "$(lib_target "$top/$new_build")" >&2
+build new "$top" "$top/$new_build/src"
+sides="$olds new"
 
-echo "$bench: old=$old ($otree), new=$(git -C "$top" rev-parse --short HEAD)$(git -C "$top" diff --quiet HEAD -- src include || echo '+changes') ($new_build), $rounds rounds, alternated" >&2
+echo "$bench: old=$olds (/tmp/prof-old-*), new=$(git -C "$top" rev-parse --short HEAD)$(git -C "$top" diff --quiet HEAD -- src include || echo '+changes') ($new_build), $rounds rounds, alternated" >&2
 for i in $(seq "$rounds"); do
-    for side in old new; do
+    for side in $sides; do
         line=$("$out/$side" "$@" 2>"$out/$side.err.$i" | grep '^prof-bench' | tail -1)
         echo "$side $i: $line" >&2
         echo "$side ${line#*: }" >>"$out/figures"
@@ -78,7 +83,7 @@ for i in $(seq "$rounds"); do
 done
 
 # Median of each key=value per side.
-awk '
+awk -v sides="$sides" '
 {
     side = $1
     for (i = 2; i <= NF; i++) {
@@ -96,7 +101,13 @@ function median(side, k,    n, i, j, t, a) {
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 END {
-    printf "%-16s %12s %12s\n", "median", "old", "new"
-    for (i = 1; i <= nk; i++)
-        printf "%-16s %12.2f %12.2f\n", keys[i], median("old", keys[i]), median("new", keys[i])
+    ns = split(sides, sd, " ")
+    printf "%-16s", "median"
+    for (j = 1; j <= ns; j++) printf " %12s", sd[j]
+    printf "\n"
+    for (i = 1; i <= nk; i++) {
+        printf "%-16s", keys[i]
+        for (j = 1; j <= ns; j++) printf " %12.2f", median(sd[j], keys[i])
+        printf "\n"
+    }
 }' "$out/figures"

@@ -397,6 +397,9 @@ static int drain(struct prof_thread *t)
         }
         dc.stale = rd.tail <= dc.forget_below;
         take_record(t, r, &dc);
+        /* The warm-up's last step (PROF_SKIP_STEPS) forgets the losses. */
+        if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_STEP_)
+            dc.lossy = prof_loss_thread_lossy(t);
         /* Give slots back as it goes: a drain of a ring filled while the
          * collector was away takes milliseconds, and a thread recording
          * meanwhile needs the slots already read, not only the ones left
@@ -557,6 +560,7 @@ void prof_collector_atfork_child(void)
     prof_summary_out_atfork_child();
     held.t = NULL;               /* the parent's threads and window */
     due_step = 0;
+    prof_map_clear(&forget_at);  /* the parent's threads, gone here */
 }
 
 void prof_collect_all_locked(void)
