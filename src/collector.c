@@ -124,6 +124,10 @@ struct drain_ctx {
     const struct prof_sink *zone_sinks[MAX_SINKS];
     int nzone;
     int lossy;
+    int need_start;              /* a zone sink other than the statistics
+                                    (which do not read start_ns) */
+    uint64_t min_start;          /* the earliest zone start taken since the
+                                    last wall_flush, in ticks */
     uint64_t forget_below;       /* forget_at's position for the thread */
     int stale;                   /* the record being taken lies below it */
     struct prof_clock_map cm;
@@ -141,11 +145,14 @@ static struct prof_map forget_at;
 
 static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
 {
-    dc->nzone = 0;
+    dc->nzone = dc->need_start = 0;
     for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
         if ((*k)->zone != NULL && ((*k)->active == NULL || (*k)->active()) &&
-            dc->nzone < MAX_SINKS)
+            dc->nzone < MAX_SINKS) {
             dc->zone_sinks[dc->nzone++] = *k;
+            dc->need_start |= *k != &prof_stats_sink;
+        }
+    dc->min_start = UINT64_MAX;
     dc->lossy = prof_loss_thread_lossy(t);
     dc->forget_below = forget_at.len ? (uint64_t)(uintptr_t)prof_map_get(&forget_at,
                                                                        (uintptr_t)t)
@@ -153,13 +160,26 @@ static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
     dc->stale = 0;
 }
 
-/* A zone: its self time, its stage (resolved here once for every sink). */
-static void take_zone(struct prof_thread *t, const prof_record_ *r, const struct drain_ctx *dc)
+/* The wall time covers the zones taken since the last call (see
+ * wall_cover_locked): once per drain, and before a step record (a
+ * warm-up's end starts the wall time afresh there). */
+static void wall_flush(struct drain_ctx *dc)
+{
+    if (dc->min_start != UINT64_MAX) {
+        wall_cover_locked(prof_clock_map_ns(&dc->cm, dc->min_start));
+        dc->min_start = UINT64_MAX;
+    }
+}
+
+/* A zone: its self time, its stage (resolved here once for every sink).
+ * Its start in ns only for a sink that reads it (the trace): the
+ * statistics need durations. */
+static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain_ctx *dc)
 {
     struct prof_event e = {
         .thread = t,
         .raw = r->name,
-        .start_ns = prof_clock_map_ns(&dc->cm, r->start),
+        .start_ns = dc->need_start ? prof_clock_map_ns(&dc->cm, r->start) : 0,
         .dur_ns = r->end > r->start ? prof_clock_map_delta(&dc->cm, r->end - r->start) : 0,
         .parent = r->parent,
         .depth = r->depth,
@@ -194,7 +214,8 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, const struct
     }
     if (dc->lossy)
         e.stage->flags |= PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_;
-    wall_cover_locked(e.start_ns);
+    if (r->start < dc->min_start)
+        dc->min_start = r->start;
     for (int i = 0; i < dc->nzone; i++)
         if (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(r->start))
             dc->zone_sinks[i]->zone(&e);
@@ -291,7 +312,7 @@ static void window_pass_end_locked(void)
         window_release_locked();
 }
 
-static void take_record(struct prof_thread *t, const prof_record_ *r, const struct drain_ctx *dc)
+static void take_record(struct prof_thread *t, const prof_record_ *r, struct drain_ctx *dc)
 {
     const struct prof_clock_map *cm = &dc->cm;
     struct prof_event e;
@@ -392,10 +413,13 @@ static int drain(struct prof_thread *t)
             rd.head - rd.tail + 1 <= t->hot.warm / 4) {
             rd.tail--;
             prof_ring_release(&t->hot, rd.tail);
+            wall_flush(&dc);
             drain_stopped = 1;
             return 1;
         }
         dc.stale = rd.tail <= dc.forget_below;
+        if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_STEP_)
+            wall_flush(&dc);
         take_record(t, r, &dc);
         /* The warm-up's last step (PROF_SKIP_STEPS) forgets the losses. */
         if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_STEP_)
@@ -413,11 +437,13 @@ static int drain(struct prof_thread *t)
         if (exact_steps && due_step != 0 && r->kind == PROF_RECORD_STEP_ && r->end == due_step &&
             rd.head - rd.tail > 0 && rd.head - rd.tail <= t->hot.warm / 4) {
             prof_ring_release(&t->hot, rd.tail);
+            wall_flush(&dc);
             drain_stopped = 1;
             return 1;
         }
     }
     prof_ring_release(&t->hot, rd.tail);
+    wall_flush(&dc);
     if (dc.forget_below != 0 && rd.tail >= dc.forget_below)
         prof_map_put(&forget_at, (uintptr_t)t, NULL);
 

@@ -30,7 +30,9 @@ struct prof_event {
     struct prof_stage *stage;    /* zones: their stage */
     struct prof_node *node;      /* zones: their path node (stats.c's; may
                                     be NULL) */
-    uint64_t start_ns;           /* CLOCK_MONOTONIC */
+    uint64_t start_ns;           /* CLOCK_MONOTONIC; zones: 0 when no
+                                    sink but the statistics (which do not
+                                    read it) takes them */
     uint64_t dur_ns, self_ns;    /* zones */
     uint32_t parent;             /* zones: path hash of the enclosing zones */
     uint32_t depth;              /* zones: nesting level on their track */
