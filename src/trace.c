@@ -1007,6 +1007,7 @@ static void sink_pass_end(uint64_t now_ns)
 
 const struct prof_sink prof_trace_sink = {
     .name = "trace",
+    .active = prof_trace_active,
     .wants = sink_wants,
     .zone = sink_zone,
     .counter = sink_counter,
