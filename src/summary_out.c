@@ -298,6 +298,7 @@ static int summary_service(void)
         pthread_mutex_lock(&write_lock);
         summary_write(p, p->fn, p->user);
         pthread_mutex_unlock(&write_lock);
+        prof_writer_progress();
         pthread_mutex_lock(&queue_lock);
         in_flight = NULL;
         pthread_cond_broadcast(&written_cond);
@@ -411,9 +412,10 @@ void prof_summary_out_atfork_child(void)
 }
 
 /* The run's end (runtime lock held, released while waiting): the writer
- * gets PROF_WRITER_DRAIN_NS to write what is queued (the final summary,
- * the trace's end); a writer still stuck in a write after that is said,
- * and the run ends without waiting longer. PROF_SUMMARY's file is closed
+ * writes what is queued (the final summary, the trace's end) while it
+ * keeps completing writes (PROF_WRITER_DRAIN_MAX_NS at most); a writer
+ * that completed none for PROF_WRITER_DRAIN_NS is stuck: said, and the
+ * run ends without waiting longer. PROF_SUMMARY's file is closed
  * only when the writer is done with it. */
 void prof_summary_out_close(void)
 {
@@ -421,7 +423,7 @@ void prof_summary_out_close(void)
     int err;
 
     prof_rt_unlock();
-    err = prof_writer_drain(PROF_WRITER_DRAIN_NS);
+    err = prof_writer_drain(PROF_WRITER_DRAIN_NS, PROF_WRITER_DRAIN_MAX_NS);
     if (err == 0)
         prof_writer_stop(PROF_WRITER_DRAIN_NS);
     prof_rt_lock();
@@ -433,9 +435,9 @@ void prof_summary_out_close(void)
         prof_log("%llu periodic summaries were dropped because their reader did not keep up "
                  "(PROF_SUMMARY); no records were", (unsigned long long)lost);
     if (err != 0) {
-        prof_log("the output writer is still blocked writing after %d s (a reader that does "
-                 "not read?): the final summary or the trace's end may be missing",
-                 (int)(PROF_WRITER_DRAIN_NS / 1000000000u));
+        prof_log("the output writer is stuck (no write done for %d s: a reader that does not "
+                 "read?); the run ends without waiting more: the final summary or the trace's "
+                 "end may be missing", (int)(PROF_WRITER_DRAIN_NS / 1000000000u));
         return;
     }
     pthread_mutex_lock(&write_lock);

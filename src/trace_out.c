@@ -182,6 +182,7 @@ static void write_all(const char *p, size_t n)
     int err = prof_write_full(fd, p, n, &done);
 
     __atomic_add_fetch(&written, (uint64_t)done, __ATOMIC_RELAXED);
+    prof_writer_progress();
     if (err != 0) {
         prof_log("trace %s: write failed (%s); tracing is off from here, "
                  "the summary goes on", path, strerror(-err));

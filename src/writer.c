@@ -27,6 +27,7 @@ static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;   /* done moved */
 static prof_writer_fn services[SERVICES_MAX];
 static unsigned nservices;
 static uint64_t kicks, done;
+static uint64_t progress;        /* writes done (prof_writer_progress), atomic */
 static int running;              /* this process has a writer thread */
 static int stopping;             /* prof_writer_stop: exit once idle */
 static uint64_t exits;           /* threads that left writer_main */
@@ -143,13 +144,25 @@ static void deadline(struct timespec *end, uint64_t timeout_ns)
     }
 }
 
-int prof_writer_drain(uint64_t timeout_ns)
+void prof_writer_progress(void)
 {
-    struct timespec end;
-    uint64_t target;
-    int err = 0;
+    __atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED);
+}
 
-    deadline(&end, timeout_ns);
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int prof_writer_drain(uint64_t stall_ns, uint64_t max_ns)
+{
+    uint64_t start = mono_ns(), now = start, moved = start, target, seen, until;
+    struct timespec end;
+    int err;
+
     pthread_mutex_lock(&lock);
     target = kicks;
     if (!running && done < target) {
@@ -162,10 +175,25 @@ int prof_writer_drain(uint64_t timeout_ns)
         if (done < target)
             done = target;
     }
-    while (done < target && err == 0) {
+    seen = __atomic_load_n(&progress, __ATOMIC_RELAXED);
+    /* A writer that keeps writing (a slow disk, a reader that reads) is
+     * waited for up to max_ns; one that wrote nothing for stall_ns is
+     * stuck. Looked at every 100 ms. */
+    while (done < target && now - moved < stall_ns && now - start < max_ns) {
+        uint64_t p;
+
         if (running && pthread_equal(pthread_self(), writer_id))
             break;   /* the writer's own handler: what it waits for is itself */
-        err = pthread_cond_timedwait(&idle_cond, &lock, &end);
+        until = moved + stall_ns < start + max_ns ? moved + stall_ns : start + max_ns;
+        if (until > now + 100000000u)
+            until = now + 100000000u;
+        deadline(&end, until - now);
+        pthread_cond_timedwait(&idle_cond, &lock, &end);
+        now = mono_ns();
+        if ((p = __atomic_load_n(&progress, __ATOMIC_RELAXED)) != seen) {
+            seen = p;
+            moved = now;
+        }
     }
     err = done < target ? -ETIMEDOUT : 0;
     pthread_mutex_unlock(&lock);

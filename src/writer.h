@@ -30,9 +30,12 @@
 
 /* How long the run's end waits for the writer to write what is queued
  * (the final summary, the trace's end) before it says the output is stuck
- * and goes on: long enough for a disk or a pipe being read, short enough
- * that a reader that never reads does not hold the exit. */
+ * and goes on: PROF_WRITER_DRAIN_NS without a single write completed (a
+ * reader that does not read), PROF_WRITER_DRAIN_MAX_NS in all (a reader or
+ * a disk that is slow but moving gets the queue, up to 64 MB of trace,
+ * unless it is slower than that). */
 #define PROF_WRITER_DRAIN_NS (2 * 1000000000ull)
+#define PROF_WRITER_DRAIN_MAX_NS (30 * 1000000000ull)
 
 /* Write what the output has queued; nonzero when something was written
  * (or dropped): the writer then runs every service again. Runs on the
@@ -49,12 +52,17 @@ int prof_writer_kick(prof_writer_fn fn);
 /* Whether the calling thread is the writer. */
 int prof_writer_is_self(void);
 
-/* Wait until everything kicked before the call has been written, at most
- * timeout_ns: 0, or -ETIMEDOUT (the writer is stuck in a write). When
- * this process has no writer thread (it could not be started), the
- * services run on the calling thread instead. Must not hold a lock a
- * service takes (the runtime lock: the summary handler may take it). */
-int prof_writer_drain(uint64_t timeout_ns);
+/* A write of an output completed (a batch, a summary): the writer is
+ * moving. Called by the services. */
+void prof_writer_progress(void);
+
+/* Wait until everything kicked before the call has been written: 0, or
+ * -ETIMEDOUT when the writer completed no write for stall_ns (it is
+ * stuck in one) or was still writing after max_ns. When this process has
+ * no writer thread (it could not be started), the services run on the
+ * calling thread instead. Must not hold a lock a service takes (the
+ * runtime lock: the summary handler may take it). */
+int prof_writer_drain(uint64_t stall_ns, uint64_t max_ns);
 
 /* The run's end, after a drain: the writer thread exits once it has
  * nothing left (a program that shut prof down has no prof thread left);
