@@ -288,9 +288,24 @@ void prof_trace_out_queue(struct prof_buf *b)
         nspare--;
     }
     pthread_mutex_unlock(&queue_lock);
-    if (q == NULL && (q = calloc(1, sizeof *q)) == NULL) {
-        /* No memory for the queue: the batch is left out, as a full queue
-         * leaves it. */
+    if (q == NULL && (q = calloc(1, sizeof *q)) == NULL && self_write) {
+        /* No memory for the queue, on a thread that may write (the header
+         * at open, prof_flush): what is queued and this batch, in order,
+         * here. */
+        trace_service();
+        pthread_mutex_lock(&write_lock);
+        if (fd >= 0)
+            write_batch(b->data, b->len);
+        pthread_mutex_unlock(&write_lock);
+        pthread_mutex_lock(&queue_lock);
+        text_total += b->len;
+        pthread_mutex_unlock(&queue_lock);
+        b->len = 0;
+        return;
+    }
+    if (q == NULL) {
+        /* No memory for the queue on the collector: the batch is left
+         * out, as a full queue leaves it. */
         pthread_mutex_lock(&queue_lock);
         drop_unsaid += batch_events(b);
         drop_total += batch_events(b);

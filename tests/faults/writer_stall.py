@@ -131,7 +131,11 @@ def stuck_readers(exe, tc, with_trace):
             print(f'FAIL: the final summary counts {row.group(1) if row else None} zones, '
                   f'{made} were made')
             return 1
-        if 'oldest periodic summaries are dropped' not in stderr:
+        # With a trace, the collector formats every zone as an event too:
+        # under a sanitizer its drains are slow enough that fewer periodic
+        # summaries than the queue holds may be made; the stdout-only run
+        # always makes enough.
+        if not with_trace and 'oldest periodic summaries are dropped' not in stderr:
             print(f'FAIL: no line saying periodic summaries were dropped:\n{stderr[-2000:]}')
             return 1
         if 'writer is stuck' in stderr:
