@@ -4,6 +4,10 @@
  * QUEUE_MAX); the output writer thread (writer.h) writes them in order,
  * one at a time, so a stalled pipe or a slow handler costs periodic
  * summaries, never the collector's time: it goes on draining the rings.
+ * While the queue is full the collector makes no periodic summary and
+ * does not cut its window (prof_summary_queue_full): the next summary
+ * covers every window since the last one (merged_windows), as when steps
+ * come faster than summaries.
  * The handler runs on the writer thread and may call the API (it is told
  * -EDEADLK only where waiting would deadlock: prof_collector_is_self). */
 #include <errno.h>
@@ -122,10 +126,9 @@ static int summary_target(void)
 /* Summaries wait here between being formatted (runtime lock held,
  * possibly in the middle of a drain) and being written by the writer
  * thread (writer.h). The queue is bounded: when a reader stops reading,
- * the oldest periodic summary waiting is dropped for the new one (never a
- * final one), counted and said once. The handler is taken with the
- * summary when it is queued: a summary goes where the program said when
- * it was made. */
+ * periodic summaries are merged instead of queued (prof_summary_queue_full).
+ * The handler is taken with the summary when it is queued: a summary goes
+ * where the program said when it was made. */
 struct pending_summary {
     struct prof_buf text;
     int kind;
@@ -136,8 +139,8 @@ struct pending_summary {
     struct pending_summary *next;
 };
 
-/* Summaries waiting (in flight not counted) past which the oldest periodic
- * one is dropped: a few windows of a stalled reader, a few MB at most. */
+/* Summaries waiting (in flight not counted) past which no periodic one is
+ * made: a few windows of a stalled reader, a few MB at most. */
 #define QUEUE_MAX 8
 
 /* The queue, the handler and the counts (queue_lock held). */
@@ -146,8 +149,9 @@ static struct pending_summary *pending, **pending_end = &pending;
 static unsigned npending;
 static struct pending_summary *in_flight;   /* being written by the writer */
 static uint64_t queued_seq;                 /* summaries queued so far */
-static uint64_t dropped;                    /* periodic summaries dropped */
-/* Broadcast (queue_lock held) each time a summary left the queue. */
+static uint64_t merged;                     /* periodic summaries not made:
+                                               prof_summary_queue_full */
+/* Broadcast (queue_lock held) each time a summary was written. */
 static pthread_cond_t written_cond = PTHREAD_COND_INITIALIZER;
 
 /* Where summaries go instead of PROF_SUMMARY (prof_set_summary_handler). */
@@ -170,44 +174,38 @@ static void pending_free(struct pending_summary *p)
     free(p);
 }
 
-/* Queue p (its text made) and wake the writer. */
+/* Queue p (its text made) and wake the writer. Never refused: periodic
+ * summaries are not made while the queue is full (prof_summary_queue_full),
+ * and what else comes is bounded by itself (one final summary a run; a
+ * cross-rank table waits until it is written). */
 static void summary_enqueue(struct pending_summary *p)
 {
-    struct pending_summary *victim = NULL;
-    static int logged;
-
     pthread_mutex_lock(&queue_lock);
     p->fn = summary_handler;
     p->user = summary_handler_user;
     p->seq = ++queued_seq;
-    if (npending >= QUEUE_MAX) {
-        /* The reader is not keeping up: the oldest periodic summary goes
-         * (the newer ones cover the run to a later point). */
-        struct pending_summary **pp;
-
-        for (pp = &pending; *pp != NULL && (*pp)->kind != PROF_SUMMARY_PERIODIC;
-             pp = &(*pp)->next) {
-        }
-        if ((victim = *pp) != NULL) {
-            if ((*pp = victim->next) == NULL)
-                pending_end = pp;
-            npending--;
-            dropped++;
-            pthread_cond_broadcast(&written_cond);
-        }
-    }
     *pending_end = p;
     pending_end = &p->next;
     npending++;
     pthread_mutex_unlock(&queue_lock);
-    if (victim != NULL) {
-        pending_free(victim);
-        prof_log_once(&logged, "summaries are not being written as fast as they come (is the "
-                      "reader of PROF_SUMMARY's output stopped?): the oldest periodic summaries "
-                      "are dropped while it lasts; records are not, and the final summary is "
-                      "kept");
-    }
     prof_writer_kick(summary_service);
+}
+
+int prof_summary_queue_full(void)
+{
+    static int logged;
+    int full;
+
+    pthread_mutex_lock(&queue_lock);
+    full = npending >= QUEUE_MAX;
+    merged += full;
+    pthread_mutex_unlock(&queue_lock);
+    if (full)
+        prof_log_once(&logged, "summaries are not being written as fast as they come (is the "
+                      "reader of PROF_SUMMARY's output stopped?): periodic summaries are merged "
+                      "into later ones while it lasts (merged_windows); no record is lost, and "
+                      "the final summary is kept");
+    return full;
 }
 
 /* Format a summary as of step `step`, its wall time running to now, and
@@ -402,7 +400,7 @@ void prof_summary_out_atfork_child(void)
     }
     pending_end = &pending;
     npending = 0;
-    dropped = 0;
+    merged = 0;
     if (in_flight != NULL) {
         /* Forked while the writer was writing it. */
         pending_free(in_flight);
@@ -419,7 +417,7 @@ void prof_summary_out_atfork_child(void)
  * only when the writer is done with it. */
 void prof_summary_out_close(void)
 {
-    uint64_t lost;
+    uint64_t joined;
     int err;
 
     prof_rt_unlock();
@@ -428,12 +426,13 @@ void prof_summary_out_close(void)
         prof_writer_stop(PROF_WRITER_DRAIN_NS);
     prof_rt_lock();
     pthread_mutex_lock(&queue_lock);
-    lost = dropped;
-    dropped = 0;
+    joined = merged;
+    merged = 0;
     pthread_mutex_unlock(&queue_lock);
-    if (lost != 0)
-        prof_log("%llu periodic summaries were dropped because their reader did not keep up "
-                 "(PROF_SUMMARY); no records were", (unsigned long long)lost);
+    if (joined != 0)
+        prof_log("the summaries' writer was behind (PROF_SUMMARY's reader) %llu times: the "
+                 "periodic summaries due then were merged into later ones; no record was lost",
+                 (unsigned long long)joined);
     if (err != 0) {
         prof_log("the output writer is stuck (no write done for %d s: a reader that does not "
                  "read?); the run ends without waiting more: the final summary or the trace's "

@@ -10,18 +10,22 @@
 struct prof_buf;
 
 /* Format a summary of kind as of step (wall time to now) and queue it for
- * the writer thread (writer.h), which writes it in order with the others.
- * When QUEUE_MAX summaries wait already (a reader that does not read), the
- * oldest periodic one is dropped, counted and said once; a final one never
- * is. 0, or -ENOMEM (said once while memory stays short). Lock held. */
+ * the writer thread (writer.h), which writes it in order with the others
+ * (the collector asks prof_summary_queue_full first for a periodic one).
+ * 0, or -ENOMEM (said once while memory stays short). Lock held. */
 int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t now);
+
+/* Whether QUEUE_MAX summaries wait for the writer (a reader that does not
+ * read): then the collector makes no periodic summary and keeps its
+ * window open, so that the next one merges it (counted; said once). */
+int prof_summary_queue_full(void);
 
 /* Nothing since the writer thread: queueing wakes it. Kept for the
  * collector's calls. Lock held. */
 void prof_summary_write_pending_locked(void);
 
-/* Wait until every summary queued before the call is written (or
- * dropped) by the writer: prof_flush's promise. An application thread
+/* Wait until every summary queued before the call is written by the
+ * writer: prof_flush's promise. An application thread
  * only; the lock is held, released while waiting. Returns at once in the
  * summary handler. */
 void prof_summary_wait_written_locked(void);
@@ -49,9 +53,10 @@ void prof_summary_out_atfork_child(void);
 
 /* The run's end (the last step of prof_final_report_locked): wait for the
  * writer to write what is queued, the final summary and the trace's end,
- * PROF_WRITER_DRAIN_NS at most with the lock released; then say how many
- * periodic summaries were dropped, if any, and either close PROF_SUMMARY's
- * file or say in one line that the writer is stuck. Lock held. */
+ * PROF_WRITER_DRAIN_NS at most with the lock released; then say how often
+ * periodic summaries were merged for a writer behind, if ever, and either
+ * close PROF_SUMMARY's file or say in one line that the writer is stuck.
+ * Lock held. */
 void prof_summary_out_close(void);
 
 #endif
