@@ -9,8 +9,9 @@
  * prof_writer_kick(service): the writer thread runs every service it was
  * given until none has anything left, and sleeps until the next kick. When
  * a reader stops reading, the writer blocks in write(2) and the outputs'
- * queues fill up; each output decides what a full queue drops (the oldest
- * periodic summary; trace events), counts it and says so. The collector
+ * queues fill up; each output decides what a full queue costs (periodic
+ * summaries merged into later ones; trace events dropped), counts it and
+ * says so. The collector
  * goes on draining the rings.
  *
  * The writer thread is started on the first kick (and anew in a forked

@@ -60,8 +60,8 @@ def stuck_readers(exe, tc, with_trace):
     thread, the collector blocked in write(2) on stdout and stopped
     draining: most records were dropped (the final summary said so, and
     its count fell short). Now the final summary must count every zone
-    made and say 0 dropped; the dropped periodic summaries are said on
-    stderr; the trace is whole, says how many of its events it dropped,
+    made and say 0 dropped; the periodic summaries merged meanwhile are
+    said on stderr; the trace is whole, says how many of its events it dropped,
     and holds the rest."""
     quick = os.environ.get('PROF_TEST_QUICK', '') not in ('', '0')
     seconds = STALL_S / 3 if quick else STALL_S
@@ -136,7 +136,7 @@ def stuck_readers(exe, tc, with_trace):
         # summaries than the queue holds may be made; the stdout-only run
         # always makes enough.
         if not with_trace and 'periodic summaries are merged' not in stderr:
-            print(f'FAIL: no line saying periodic summaries were dropped:\n{stderr[-2000:]}')
+            print(f'FAIL: no line saying periodic summaries were merged:\n{stderr[-2000:]}')
             return 1
         if 'writer is stuck' in stderr:
             print(f'FAIL: the writer was said stuck though its readers read at the end:\n'
