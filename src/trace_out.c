@@ -445,7 +445,12 @@ void prof_trace_out_write(void)
      * other callers (prof_flush: the trace is on disk when it returns; the
      * file's header at open) write it themselves, as the writer would. */
     if (prof_collector_is_self() || prof_writer_is_self()) {
-        if (prof_trace_out_pending())
+        int work;
+
+        pthread_mutex_lock(&queue_lock);
+        work = head != NULL || abandon_wanted || end_wanted;
+        pthread_mutex_unlock(&queue_lock);
+        if (work)
             prof_writer_kick(trace_service);
     } else
         trace_service();
