@@ -540,7 +540,13 @@ void prof_collect_locked(void)
 static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns)
 {
     uint64_t now = prof_clock_now_ns();
-    int err = prof_summary_queue_locked(kind, step, now);
+    int err;
+
+    /* The writer is behind: the window stays open and the next summary
+     * covers it too (merged_windows); the collector never waits. */
+    if (kind == PROF_KIND_PERIODIC && prof_summary_queue_full())
+        return;
+    err = prof_summary_queue_locked(kind, step, now);
 
     if (kind != PROF_KIND_PERIODIC)
         return;

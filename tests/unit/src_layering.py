@@ -237,7 +237,7 @@ FLOORS = {
     BASE: ('clock digits env fdio hist intern json log map order process runtime slab '
            'prof prof_impl prof_version'),
     CAPTURE: 'cuda cuda_driver cuda_pool nvtx registry ring ring_room site wake zone',
-    MIDDLE: ('collector cuda_poll gpu_busy loss nvml selftime sink stats trace '
+    MIDDLE: ('collector cuda_poll gpu_busy loss nvml selftime sink stats trace writer '
              'children gz live metrics ranks summary summary_out trace_out '
              'fork signals sigchain start'),
     API: 'api api_ranks api_results',
