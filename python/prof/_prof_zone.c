@@ -326,11 +326,11 @@ static inline int python_owns_state(const thread_py *tp, const struct prof_threa
     return nest_eq(thread_nest(t), tp->set);
 }
 
-/* The fast paths' test: the current context's stack when that context is
- * the one of the last Python zone here, else NULL. */
-static inline ContextStack *stack_cached(const thread_py *tp, const PyThreadState *ts)
+/* The fast paths' test: whether the current context is the one of the
+ * last Python zone here (its stack is then tp->stack). */
+static inline int cache_hit(const thread_py *tp, const PyThreadState *ts)
 {
-    return ts->context == tp->ctx && ts->context_ver == tp->ctx_ver ? tp->stack : NULL;
+    return ts->context == tp->ctx && ts->context_ver == tp->ctx_ver;
 }
 
 /* After a slow path in context stack s (ts's current context): cache it
@@ -519,12 +519,14 @@ static __attribute__((noinline)) int zone_open_slow(ZoneObject *self)
 static inline __attribute__((always_inline)) int zone_open(ZoneObject *self)
 {
     thread_py *tp = tls_py;
-    ContextStack *s;
 
-    if (LIKELY(tp != NULL) && LIKELY((s = stack_cached(tp, tstate_now())) != NULL) &&
-        LIKELY(s->n != s->cap)) {
-        open_here(tp, s, self);
-        return 0;
+    if (LIKELY(tp != NULL) && LIKELY(cache_hit(tp, tstate_now()))) {
+        ContextStack *s = tp->stack;
+
+        if (LIKELY(s->n != s->cap)) {
+            open_here(tp, s, self);
+            return 0;
+        }
     }
     return zone_open_slow(self);
 }
@@ -694,18 +696,18 @@ static __attribute__((noinline)) int zone_close_slow(ZoneObject *self)
 static inline __attribute__((always_inline)) int zone_close(ZoneObject *self)
 {
     thread_py *tp = tls_py;
-    ContextStack *s;
-    open_zone *e;
 
-    if (LIKELY(tp != NULL) && LIKELY((s = stack_cached(tp, tstate_now())) != NULL) &&
-        LIKELY(s->n != 0) && LIKELY((e = &s->v[s->n - 1])->key == self->name) &&
-        LIKELY((s->lane | s->holes) == 0)) {
-        prof_zone z = e->z;
+    if (LIKELY(tp != NULL) && LIKELY(cache_hit(tp, tstate_now()))) {
+        ContextStack *s = tp->stack;
 
-        s->n--;
-        prof_zone_end_inline_(&z);
-        set_from_thread(tp);
-        return 0;
+        if (LIKELY(s->n != 0) && LIKELY(s->v[s->n - 1].key == self->name) &&
+            LIKELY((s->lane | s->holes) == 0)) {
+            prof_zone z = s->v[--s->n].z;
+
+            prof_zone_end_inline_(&z);
+            set_from_thread(tp);
+            return 0;
+        }
     }
     return zone_close_slow(self);
 }
@@ -759,8 +761,9 @@ static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const
     nest set;
     PyObject *r;
 
-    if (UNLIKELY(tp == NULL) || UNLIKELY((s = stack_cached(tp, ts = tstate_now())) == NULL))
+    if (UNLIKELY(tp == NULL) || UNLIKELY(!cache_hit(tp, ts = tstate_now())))
         return ZoneWrapper_call_slow(self, args, nargsf, kwnames);
+    s = tp->stack;
     /* The context of the last Python zone here: the thread's nesting is
      * already its, and the call's zone ends before the context can
      * change, so it opens and closes like a C zone. Python zones see it
@@ -865,34 +868,41 @@ typedef struct {
 static PyTypeObject ZoneBound_Type, ZoneSpecial_Type;
 static const char *const special_names[2] = {"__enter__", "__exit__"};
 
-static PyObject *special_call(ZoneObject *zone, int which, PyObject *const *args,
-                              Py_ssize_t nargs, PyObject *kwnames)
+/* A call the fast functions below do not take: of a freed zone, with
+ * arguments __enter__ does not take, with keywords. */
+static PyObject *special_refuse(ZoneObject *zone, int which, Py_ssize_t nargs,
+                                PyObject *kwnames)
 {
-    if (UNLIKELY(kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+    if (zone == NULL)
+        PyErr_Format(PyExc_RuntimeError, "prof.Zone.%s() of a zone that no longer exists",
+                     special_names[which]);
+    else if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)
         PyErr_Format(PyExc_TypeError, "prof.Zone.%s() takes no keyword arguments",
                      special_names[which]);
-        return NULL;
-    }
-    if (which == SPECIAL_EXIT)
-        return Zone_exit(zone, args, nargs);
-    if (UNLIKELY(nargs != 0)) {
+    else
         PyErr_Format(PyExc_TypeError, "prof.Zone.__enter__() takes no arguments (%zd given)",
                      nargs);
-        return NULL;
-    }
-    return Zone_enter(zone, NULL);
+    return NULL;
 }
 
-static PyObject *ZoneBound_vectorcall(ZoneBoundObject *self, PyObject *const *args,
-                                      size_t nargsf, PyObject *kwnames)
+static PyObject *ZoneBound_enter(ZoneBoundObject *self, PyObject *const *Py_UNUSED(args),
+                                 size_t nargsf, PyObject *kwnames)
 {
-    if (UNLIKELY(self->zone == NULL)) {
-        PyErr_Format(PyExc_RuntimeError, "prof.Zone.%s() of a zone that no longer exists",
-                     special_names[self->which]);
-        return NULL;
-    }
-    return special_call(self->zone, self->which, args, PyVectorcall_NARGS(nargsf), kwnames);
+    if (UNLIKELY(self->zone == NULL || PyVectorcall_NARGS(nargsf) != 0 || kwnames != NULL))
+        return special_refuse(self->zone, SPECIAL_ENTER, PyVectorcall_NARGS(nargsf), kwnames);
+    return Zone_enter(self->zone, NULL);
 }
+
+static PyObject *ZoneBound_exit(ZoneBoundObject *self, PyObject *const *args, size_t nargsf,
+                                PyObject *kwnames)
+{
+    if (UNLIKELY(self->zone == NULL || kwnames != NULL))
+        return special_refuse(self->zone, SPECIAL_EXIT, PyVectorcall_NARGS(nargsf), kwnames);
+    return Zone_exit(self->zone, args, PyVectorcall_NARGS(nargsf));
+}
+
+static const vectorcallfunc bound_calls[2] = {(vectorcallfunc)ZoneBound_enter,
+                                              (vectorcallfunc)ZoneBound_exit};
 
 static PyObject *ZoneBound_repr(ZoneBoundObject *self)
 {
@@ -928,7 +938,7 @@ static PyObject *ZoneSpecial_get(ZoneSpecialObject *self, PyObject *obj,
     b = PyObject_New(ZoneBoundObject, &ZoneBound_Type);
     if (b == NULL)
         return NULL;
-    b->vectorcall = (vectorcallfunc)ZoneBound_vectorcall;
+    b->vectorcall = bound_calls[self->which];
     b->zone = zone;
     b->which = self->which;
     zone->bound[self->which] = (PyObject *)b;
@@ -946,7 +956,11 @@ static PyObject *ZoneSpecial_vectorcall(ZoneSpecialObject *self, PyObject *const
                      special_names[self->which]);
         return NULL;
     }
-    return special_call((ZoneObject *)args[0], self->which, args + 1, nargs - 1, kwnames);
+    if (self->which == SPECIAL_EXIT && kwnames == NULL)
+        return Zone_exit((ZoneObject *)args[0], args + 1, nargs - 1);
+    if (self->which == SPECIAL_ENTER && kwnames == NULL && nargs == 1)
+        return Zone_enter((ZoneObject *)args[0], NULL);
+    return special_refuse((ZoneObject *)args[0], self->which, nargs - 1, kwnames);
 }
 
 static PyObject *ZoneSpecial_repr(ZoneSpecialObject *self)
