@@ -36,11 +36,13 @@ manager made by a C call (nullcall: the same two calls `with
 prof.zone("x")` makes), and gives the decorator's cost over a plain call:
   prof-bench python-floor: zone=<ns> nullcall=<ns> ratio=<x> decorator=<ns>
 
-Run: PYTHONPATH=build/python python3 bench/python_overhead.py [--quick]
+Run: PYTHONPATH=build/python python3 bench/python_overhead.py [--quick] [--cpu]
+(--cpu: time with the thread's CPU clock, not the wall clock, which leaves
+out the time the thread spends preempted on a loaded machine.)
 
 Old against new, alternated in one run (each round runs this script once
 per build, in a fresh interpreter, the builds' order swapped every round):
-  PYTHONPATH=build/python python3 bench/python_overhead.py --quick \
+  PYTHONPATH=build/python python3 bench/python_overhead.py --quick [--cpu] \
       --compare OLD_BUILD/python [--rounds 4]
 prints each round's python-floor line per build, then the medians.
 
@@ -201,10 +203,15 @@ def async_per_zone(n, make):
     return (time.perf_counter_ns() - t0) / n
 
 
+# --cpu: the thread's CPU time instead of the wall clock, so that time the
+# thread spends preempted by other work (a loaded machine) is not counted.
+CLOCK = time.thread_time_ns if "--cpu" in sys.argv else time.perf_counter_ns
+
+
 def measure(fn, n):
-    t0 = time.perf_counter_ns()
+    t0 = CLOCK()
     fn(n)
-    return (time.perf_counter_ns() - t0) / n
+    return (CLOCK() - t0) / n
 
 
 def run(cases, n, repeats, setup=None):
@@ -227,7 +234,7 @@ def compare(old_path, rounds):
 
     new_path = os.path.dirname(os.path.dirname(os.path.abspath(prof.__file__)))
     builds = {"old": os.path.abspath(old_path), "new": new_path}
-    args = [a for a in sys.argv[1:] if a in ("--quick",)]
+    args = [a for a in sys.argv[1:] if a in ("--quick", "--cpu")]
     got = {"old": [], "new": []}
     for r in range(rounds):
         order = ["old", "new"] if r % 2 == 0 else ["new", "old"]

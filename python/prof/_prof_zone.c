@@ -158,15 +158,29 @@ static PyObject *stack_var;             /* the ContextVar */
  * switch, a generator resumed in another task) goes through the slow path,
  * which sets it again (cache_set). */
 typedef struct {
-    PyObject *ctx;                      /* compared only, never dereferenced */
-    uint64_t ctx_ver;                   /* CTX_VER_NONE: nothing cached */
-    ContextStack *stack;                /* borrowed: ctx holds it */
     nest set;                           /* left by the last Python zone here
                                            (depth NEST_NONE: not known) */
-    nest floor;                         /* below the Python zones */
-    int has_base;                       /* a stack of lane 0 was made here */
     uint64_t last;                      /* id of the stack of the last
                                            Python zone opened or ended here */
+} zone_mark;
+
+/* A zone_mark as one SSE register: the compiler copies the struct as two
+ * 8-byte words, kept in a register and a stack slot across the call. */
+typedef long long mark_copy __attribute__((vector_size(16)));
+_Static_assert(sizeof(mark_copy) == sizeof(zone_mark), "a zone_mark is 16 bytes");
+
+typedef struct {
+    PyObject *ctx;                      /* compared only, never dereferenced */
+    uint64_t ctx_ver;                   /* CTX_VER_NONE: nothing cached */
+    uint64_t deco_ver;                  /* ctx_ver when the stack's lane is 0,
+                                           else CTX_VER_NONE: the decorator's
+                                           fast path (lane 0 only) tests the
+                                           lane in the same compare */
+    ContextStack *stack;                /* borrowed: ctx holds it */
+    zone_mark mark;                     /* one 16-byte copy: what a decorated
+                                           call keeps across the call */
+    nest floor;                         /* below the Python zones */
+    int has_base;                       /* a stack of lane 0 was made here */
 } thread_py;
 
 /* No context has this version: a thread's counter starts at 0 and goes up
@@ -177,7 +191,12 @@ typedef struct {
  * access. A dlopen'd module may use a few bytes of static TLS (glibc keeps
  * a surplus for exactly this); a pointer is all we take. */
 #define TLS_IE __attribute__((tls_model("initial-exec")))
-static __thread thread_py *tls_py TLS_IE;
+/* A thread with no state yet points at no_thread_py, whose cache never
+ * hits (no context has version CTX_VER_NONE), so the fast paths test the
+ * cache alone, not the pointer first. */
+static thread_py no_thread_py = {.ctx_ver = CTX_VER_NONE, .deco_ver = CTX_VER_NONE,
+                                 .mark = {.set = {.depth = NEST_NONE}}};
+static __thread thread_py *tls_py TLS_IE = &no_thread_py;
 /* The runtime's per-thread pointer, read by the inline fast path: the same
  * treatment (libprof declares it as one pointer for this reason). */
 extern __thread struct prof_thread_ *prof_thread_self_ TLS_IE;
@@ -185,6 +204,8 @@ pthread_key_t stack_key;            /* frees a thread's state at its exit */
 
 void stack_free(void *p)
 {
+    if (tls_py == p)
+        tls_py = &no_thread_py;   /* a later destructor may still run Python */
     free(p);
 }
 
@@ -192,6 +213,16 @@ static inline struct prof_thread_ *self_thread(void)
 {
     return prof_thread_self_;
 }
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* Called per zone and per decorated call: through the GOT, not the PLT
+ * (one jump fewer). */
+#  if PY_VERSION_HEX >= 0x030D0000
+PyAPI_FUNC(PyThreadState *) PyThreadState_GetUnchecked(void) __attribute__((noplt));
+#  else
+PyAPI_FUNC(PyThreadState *) _PyThreadState_UncheckedGet(void) __attribute__((noplt));
+#  endif
+#endif
 
 /* The calling thread's Python state, without the NULL test of
  * PyThreadState_Get (a zone runs with the GIL held). */
@@ -298,15 +329,15 @@ static thread_py *thread_py_get(void)
 {
     thread_py *tp = tls_py;
 
-    if (LIKELY(tp != NULL))
+    if (LIKELY(tp != &no_thread_py))
         return tp;
     tp = calloc(1, sizeof *tp);
     if (tp == NULL) {
         PyErr_NoMemory();
         return NULL;
     }
-    tp->ctx_ver = CTX_VER_NONE;
-    tp->set.depth = NEST_NONE;
+    tp->ctx_ver = tp->deco_ver = CTX_VER_NONE;
+    tp->mark.set.depth = NEST_NONE;
     tls_py = tp;
     pthread_setspecific(stack_key, tp);
     return tp;
@@ -324,7 +355,7 @@ static inline nest stack_top(const ContextStack *s)
  * nest inside them). */
 static inline int python_owns_state(const thread_py *tp, const struct prof_thread_ *t)
 {
-    return nest_eq(thread_nest(t), tp->set);
+    return nest_eq(thread_nest(t), tp->mark.set);
 }
 
 /* The fast paths' test: whether the current context is the one of the
@@ -338,12 +369,13 @@ static inline int cache_hit(const thread_py *tp, const PyThreadState *ts)
  * when its zone is now the last one here. */
 static void cache_set(thread_py *tp, const PyThreadState *ts, ContextStack *s)
 {
-    if (s->id == tp->last) {
+    if (s->id == tp->mark.last) {
         tp->ctx = ts->context;
         tp->ctx_ver = ts->context_ver;
+        tp->deco_ver = s->lane == 0 ? tp->ctx_ver : CTX_VER_NONE;
         tp->stack = s;
     } else {
-        tp->ctx_ver = CTX_VER_NONE;
+        tp->ctx_ver = tp->deco_ver = CTX_VER_NONE;
     }
 }
 
@@ -395,7 +427,7 @@ static ContextStack *stack_lookup(thread_py *tp, PyThreadState *ts)
         /* Made where its creator is: inside whatever the creator has open
          * on this thread now (a decorated call's zone, C zones) when the
          * creator's zone was the last here, else inside its innermost. */
-        s->base = parent->id == tp->last ? thread_nest(t) : stack_top(parent);
+        s->base = parent->id == tp->mark.last ? thread_nest(t) : stack_top(parent);
     } else if (t != NULL && python_owns_state(tp, t)) {
         s->base = tp->floor;
     } else if (t != NULL) {
@@ -446,7 +478,7 @@ static __attribute__((noinline)) void entry_unplaced(thread_py *tp, ContextStack
     struct prof_thread_ *t = self_thread();
 
     if (t != NULL) {
-        e->in = tp->set = thread_nest(t);
+        e->in = tp->mark.set = thread_nest(t);
     } else {
         s->n--;
         e->in = stack_top(s);
@@ -464,7 +496,7 @@ static inline __attribute__((always_inline)) void open_here(thread_py *tp, Conte
     e->key = self->name;
     e->z = prof_zone_begin_inline_(self->name);
     if (LIKELY(zone_placed(&e->z)))
-        tp->set = entry_in(e);
+        tp->mark.set = entry_in(e);
     else
         entry_unplaced(tp, s, e);
 }
@@ -484,14 +516,14 @@ static void zone_open_switch(ZoneObject *self, thread_py *tp, ContextStack *s)
             if (s->n == 0 && s->thread == t)
                 s->base = tp->floor;
             at = tp->floor;
-        } else if (UNLIKELY(!nest_eq(tp->set, at))) {
+        } else if (UNLIKELY(!nest_eq(tp->mark.set, at))) {
             /* Another task's zone was the last: take up this one's. */
             prof_zone_resume_(at.depth, at.path);
         }
     }
     if (s->thread == NULL)
         s->thread = t;
-    tp->last = s->id;
+    tp->mark.last = s->id;
     open_here(tp, s, self);
 }
 
@@ -507,7 +539,7 @@ static __attribute__((noinline)) int zone_open_slow(ZoneObject *self)
         return -1;
     if (s->n == s->cap && stack_grow(s) < 0)
         return -1;
-    if (s->id != tp->last)
+    if (s->id != tp->mark.last)
         zone_open_switch(self, tp, s);
     else
         open_here(tp, s, self);
@@ -521,7 +553,7 @@ static inline __attribute__((always_inline)) int zone_open(ZoneObject *self)
 {
     thread_py *tp = tls_py;
 
-    if (LIKELY(tp != NULL) && LIKELY(cache_hit(tp, tstate_now()))) {
+    if (LIKELY(cache_hit(tp, tstate_now()))) {
         ContextStack *s = tp->stack;
 
         if (LIKELY(s->n != s->cap)) {
@@ -532,7 +564,10 @@ static inline __attribute__((always_inline)) int zone_open(ZoneObject *self)
     return zone_open_slow(self);
 }
 
-static PyObject *Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
+/* Inlined into ZoneBound_enter and ZoneBound_exit, which call these per
+ * block (a call fewer each). */
+static inline __attribute__((always_inline)) PyObject *
+Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
 {
     if (UNLIKELY(zone_open(self) < 0))
         return NULL;
@@ -545,7 +580,7 @@ static inline void set_from_thread(thread_py *tp)
     struct prof_thread_ *t = self_thread();
 
     if (LIKELY(t != NULL))
-        tp->set = thread_nest(t);
+        tp->mark.set = thread_nest(t);
 }
 
 /* End the zone of entry i of stack s, begun on this thread. */
@@ -577,8 +612,8 @@ static void end_own(thread_py *tp, ContextStack *s, size_t i)
         at = stack_top(s);
         if (!nest_eq(thread_nest(t), at))
             prof_zone_resume_(at.depth, at.path);
-        tp->set = at;
-        tp->last = s->id;
+        tp->mark.set = at;
+        tp->mark.last = s->id;
         return;
     }
     /* Begun while off, or on a thread this context ran on before. */
@@ -680,7 +715,7 @@ static __attribute__((noinline)) int zone_close_slow(ZoneObject *self)
     if (tp == NULL || (s = stack_lookup(tp, ts)) == NULL)
         return -1;
     if (s->n != 0 && s->v[s->n - 1].key == self->name) {
-        if (s->id == tp->last)
+        if (s->id == tp->mark.last)
             close_top(tp, s);
         else
             end_own(tp, s, s->n - 1);   /* another context's zone was the last */
@@ -698,7 +733,7 @@ static inline __attribute__((always_inline)) int zone_close(ZoneObject *self)
 {
     thread_py *tp = tls_py;
 
-    if (LIKELY(tp != NULL) && LIKELY(cache_hit(tp, tstate_now()))) {
+    if (LIKELY(cache_hit(tp, tstate_now()))) {
         ContextStack *s = tp->stack;
 
         if (LIKELY(s->n != 0) && LIKELY(s->v[s->n - 1].key == self->name) &&
@@ -713,8 +748,8 @@ static inline __attribute__((always_inline)) int zone_close(ZoneObject *self)
     return zone_close_slow(self);
 }
 
-static PyObject *Zone_exit(ZoneObject *self, PyObject *const *Py_UNUSED(args),
-                           Py_ssize_t Py_UNUSED(nargs))
+static inline __attribute__((always_inline)) PyObject *
+Zone_exit(ZoneObject *self, PyObject *const *Py_UNUSED(args), Py_ssize_t Py_UNUSED(nargs))
 {
     if (UNLIKELY(zone_close(self) < 0))
         return NULL;
@@ -726,6 +761,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *func;
     ZoneObject *zone;
+    const char *name;     /* zone->name: one load fewer per call */
     PyObject *dict;
     PyObject *weakrefs;
 } ZoneWrapperObject;
@@ -752,40 +788,78 @@ ZoneWrapper_call_slow(ZoneWrapperObject *self, PyObject *const *args, size_t nar
     return r;
 }
 
+/* Call func as PyObject_Vectorcall would, less its thread-state lookup
+ * and its check of the result against the error state: the interpreter's
+ * call of the wrapper checks the wrapper's result the same way. A Python
+ * function's vectorcall is never NULL (CPython's own calls of it would
+ * fail); any other callable's is read as the protocol lays it out
+ * (PyVectorcall_Function is out of line before 3.12). */
+static inline PyObject *call_func(PyObject *func, PyObject *const *args, size_t nargsf,
+                                  PyObject *kwnames)
+{
+    PyTypeObject *type = Py_TYPE(func);
+    vectorcallfunc call;
+
+    if (LIKELY(type == &PyFunction_Type))
+        return ((PyFunctionObject *)func)->vectorcall(func, args, nargsf, kwnames);
+    if ((type->tp_flags & Py_TPFLAGS_HAVE_VECTORCALL) &&
+        (call = *(vectorcallfunc *)((char *)func + type->tp_vectorcall_offset)) != NULL)
+        return call(func, args, nargsf, kwnames);
+    return PyObject_Vectorcall(func, args, nargsf, kwnames);
+}
+
+/* A decorated call in the context of the last Python zone here: the
+ * thread's nesting is already its, and the call's zone ends before the
+ * context can change, so it opens and closes like a C zone. Python zones
+ * see it as one: inside it they nest in it, and a task made inside it
+ * starts there (stack_lookup). Only what the end needs is kept across the
+ * call: the zone, and the thread's mark, restored after it whole (one
+ * 16-byte copy each way), so that the nesting the last Python zone left
+ * is what it was before, and, when other contexts' zones ran inside the
+ * call (an event loop run by it), this context's is the last one here
+ * again. A cache entry such zones left cannot hit again: coming back
+ * here moved the thread state's context version past it. */
+static inline __attribute__((always_inline)) PyObject *
+wrapper_call_here(ZoneWrapperObject *self, thread_py *tp, uint32_t lane, PyObject *const *args,
+                  size_t nargsf, PyObject *kwnames)
+{
+    mark_copy mark;
+    prof_zone z = prof_zone_begin_inline_(self->name);
+    PyObject *r;
+
+    memcpy(&mark, &tp->mark, sizeof mark);
+    r = call_func(self->func, args, nargsf, kwnames);
+    if (lane != 0)
+        prof_zone_end_lane_(&z, lane);
+    else
+        prof_zone_end_inline_(&z);
+    memcpy(&tp->mark, &mark, sizeof mark);
+    return r;
+}
+
+/* The decorated call the fast path below does not take: a task's (its
+ * zones go in a lane), or another context's than the last zone's here. */
+static __attribute__((noinline)) PyObject *
+ZoneWrapper_call_other(ZoneWrapperObject *self, PyObject *const *args, size_t nargsf,
+                       PyObject *kwnames)
+{
+    thread_py *tp = tls_py;
+
+    if (cache_hit(tp, tstate_now()))
+        return wrapper_call_here(self, tp, tp->stack->lane, args, nargsf, kwnames);
+    return ZoneWrapper_call_slow(self, args, nargsf, kwnames);
+}
+
 static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const *args,
                                         size_t nargsf, PyObject *kwnames)
 {
     thread_py *tp = tls_py;
     PyThreadState *ts;
-    ContextStack *s;
-    prof_zone z;
-    nest set;
-    PyObject *r;
 
-    if (UNLIKELY(tp == NULL) || UNLIKELY(!cache_hit(tp, ts = tstate_now())))
-        return ZoneWrapper_call_slow(self, args, nargsf, kwnames);
-    s = tp->stack;
-    /* The context of the last Python zone here: the thread's nesting is
-     * already its, and the call's zone ends before the context can
-     * change, so it opens and closes like a C zone. Python zones see it
-     * as one: inside it they nest in it, and a task made inside it starts
-     * there (stack_lookup); after it, the nesting the last Python zone left
-     * is what it was before. */
-    set = tp->set;
-    z = prof_zone_begin_inline_(self->zone->name);
-    r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
-    if (UNLIKELY(s->lane != 0))
-        prof_zone_end_lane_(&z, s->lane);
-    else
-        prof_zone_end_inline_(&z);
-    tp->set = set;
-    if (UNLIKELY(tp->last != s->id)) {
-        /* Other contexts' zones ran inside the call (an event loop run by
-         * it): this one's is the last here again. */
-        tp->last = s->id;
-        cache_set(tp, ts, s);
-    }
-    return r;
+    if (UNLIKELY((ts = tstate_now())->context != tp->ctx) ||
+        UNLIKELY(ts->context_ver != tp->deco_ver))
+        return ZoneWrapper_call_other(self, args, nargsf, kwnames);
+    return wrapper_call_here(self, tp, 0, args, nargsf, kwnames);
 }
 
 static PyObject *Zone_call(ZoneObject *self, PyObject *args, PyObject *kwargs)
@@ -820,6 +894,7 @@ static PyObject *Zone_call(ZoneObject *self, PyObject *args, PyObject *kwargs)
     w->vectorcall = (vectorcallfunc)ZoneWrapper_vectorcall;
     w->func = Py_NewRef(func);
     w->zone = (ZoneObject *)Py_NewRef((PyObject *)self);
+    w->name = self->name;
     w->dict = NULL;
     w->weakrefs = NULL;
     PyObject_GC_Track(w);

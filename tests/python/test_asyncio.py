@@ -306,3 +306,30 @@ def test_tasks_of_a_loop_run_in_a_decorated_call_nest_in_it():
     assert s["aio.dr_child"]["count"] == 2 and s["aio.dr_child"]["parent"] == "aio.dr_main"
     assert s["aio.dr_after"]["parent"] is None
     assert _prof._debug_state()["depth"] == 0
+
+
+def test_decorated_call_in_a_task_zone_nests_in_it():
+    """In a task (its zones go in a lane), a decorated call made while the
+    task's own zone is the last one on the thread takes the decorator's
+    lane path: its zone nests in the task's zone, in every task, before and
+    after the task's awaits, and the thread's nesting ends where it began."""
+    @prof.zone("aio.lane_leaf")
+    def leaf():
+        pass
+
+    async def task():
+        for _ in range(3):
+            with prof.zone("aio.lane_outer"):
+                leaf()
+                await asyncio.sleep(0)
+                leaf()
+
+    async def main():
+        await asyncio.gather(*(task() for _ in range(4)))
+
+    asyncio.run(main())
+    s = prof.stats()
+    assert s["aio.lane_leaf"]["count"] == 24, s["aio.lane_leaf"]
+    assert s["aio.lane_leaf"]["parent"] == "aio.lane_outer", s["aio.lane_leaf"]
+    assert s["aio.lane_outer"]["count"] == 12 and s["aio.lane_outer"]["parent"] is None
+    assert _prof._debug_state()["depth"] == 0
