@@ -265,18 +265,19 @@ static struct prof_children_ended *ours(void)
     /* A forked child starts with no ended children of its own. */
     if (ended_pid != me) {
         memset(&ended, 0, sizeof ended);
+        ended.slots = PROF_CHILDREN_SLOTS;
         ended_pid = me;
     }
     return &ended;
 }
 
-void prof_children_check_locked(void)
+const struct prof_children_ended *prof_children_check_locked(void)
 {
     int32_t me = prof_process_get()->pid;
 
     ours();
     if (table == NULL)
-        return;
+        return &ended;
     for (size_t i = 0; i < PROF_CHILDREN_SLOTS; i++) {
         struct slot *s = &table->slots[i];
         uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
@@ -299,9 +300,5 @@ void prof_children_check_locked(void)
             say(pid, how, trace, word_state(w) == CLOSED);
     }
     ended.unwatched = __atomic_load_n(&table->unwatched, __ATOMIC_RELAXED);
-}
-
-const struct prof_children_ended *prof_children_get(void)
-{
-    return ours();
+    return &ended;
 }

@@ -15,20 +15,12 @@
 
 #include <stdint.h>
 
+#include "summary.h"
+
 /* Slots in the table: the forked workers of a tree watched at one time.
  * A child that finds none free is not watched: counted in the table, and
  * every parent's summaries give the count. */
 #define PROF_CHILDREN_SLOTS 256
-/* Pids kept for the summary; the count goes on past them. */
-#define PROF_CHILDREN_PIDS_KEPT 64
-
-struct prof_children_ended {
-    uint64_t count;                         /* children said ended, whole run */
-    uint32_t npids;                         /* pids[] kept (the first ones) */
-    int32_t pids[PROF_CHILDREN_PIDS_KEPT];
-    uint64_t unwatched;                     /* forked children in this tree
-                                               that found the table full */
-};
 
 /* fork prepare handler, runtime lock held: makes the table if prof is on
  * and there is none yet (one mmap per tree; a failure only means children
@@ -47,12 +39,10 @@ void prof_children_finished(void);
  * async-signal-safe. */
 void prof_children_trace_closed_from_signal(void);
 
-/* At each summary (runtime lock held): logs each child found ended before
- * finishing, once, adds it to what prof_children_get() returns and frees
- * its slot; frees the slots of children that finished and are gone. */
-void prof_children_check_locked(void);
-
-/* What this process has found so far (runtime lock held). */
-const struct prof_children_ended *prof_children_get(void);
+/* At each summary (runtime lock held; the summary's hook, installed by
+ * start.c): logs each child found ended before finishing, once, and frees
+ * its slot; frees the slots of children that finished and are gone.
+ * Returns what this process has found so far. */
+const struct prof_children_ended *prof_children_check_locked(void);
 
 #endif

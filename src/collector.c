@@ -90,6 +90,11 @@ static void wall_cover_locked(uint64_t start_ns)
         prof_rt.start_ns = start_ns;
 }
 
+/* The sinks the drain feeds (sink.h): the statistics alone until the
+ * floor above installs the outputs' list. */
+const struct prof_sink *const prof_sinks_collect[] = {&prof_stats_sink, NULL};
+const struct prof_sink *const *prof_sinks = prof_sinks_collect;
+
 /* Call a hook of every sink that has it (SINKS_ALL), or of every sink that
  * takes a record begun at ticks (SINKS_TAKE). */
 #define SINKS_ALL(hook, ...)                                                      \
@@ -282,7 +287,7 @@ static int drain(struct prof_thread *t)
     struct prof_ring_reader rd;
     struct prof_clock_map cm;
     const prof_record_ *r;
-    uint64_t lost, taken = 0;
+    uint64_t lost, hint, taken = 0;
 
     /* Read before head: every loss counted here lies before a record
      * this drain takes, so the stages those records hold are marked. */
@@ -299,7 +304,10 @@ static int drain(struct prof_thread *t)
         if (first != NULL && (first->kind == PROF_RECORD_ZONE_ ? first->end : first->start) != 0)
             then = prof_clock_map_ns(&cm, first->kind == PROF_RECORD_ZONE_ ? first->end
                                                                          : first->start);
-        prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0, now);
+        hint = prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0,
+                              now);
+        if (hint != 0)
+            SINKS_ALL(loss, t, lost - t->dropped_seen, hint, now);
         prof_rt.dropped += lost - t->dropped_seen;
         prof_rt.dropped_window += lost - t->dropped_seen;
         t->dropped_seen = lost;

@@ -16,7 +16,6 @@
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
-#include "start.h"
 #include "stats.h"
 #include "trace.h"
 #include "wake.h"
@@ -44,7 +43,7 @@ static void atfork_parent(void)
 /* The child keeps only what is its own, and starts nothing: a child that
  * execs (subprocess, shell-outs) or exits without recording leaves no
  * thread, no file and no output. The child sets itself up on its first
- * record (prof_fork_setup): until then zones take the out-of-line path, which
+ * record (start.c's prof_fork_setup): until then zones take the out-of-line path, which
  * looks for the pending setup, so the fast path pays nothing for it. */
 static void atfork_child(void)
 {
@@ -85,22 +84,6 @@ static void atfork_child(void)
     if (!prof_rt.shut_down && prof_on_) {
         __atomic_store_n(&prof_rt.fork_pending, 1, __ATOMIC_RELEASE);
         __atomic_store_n(&prof_on_, prof_on_ | PROF_ON_HOOKS_, __ATOMIC_RELAXED);
-    }
-    prof_rt_unlock();
-}
-
-/* A forked child's first record: open its trace, start its collector. */
-void prof_fork_setup(void)
-{
-    prof_rt_lock();
-    if (prof_rt.fork_pending) {
-        prof_trace_open();
-        prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
-        prof_rt.next_summary_ns = prof_rt.start_ns + prof_config_get()->every_ns;
-        __atomic_store_n(&prof_rt.fork_pending, 0, __ATOMIC_RELEASE);
-        if (prof_on_)
-            __atomic_store_n(&prof_on_, prof_on_value(), __ATOMIC_RELAXED);
-        prof_collector_start_locked();
     }
     prof_rt_unlock();
 }

@@ -6,8 +6,4 @@
  * forked before the first record still knows it is a child. */
 void prof_fork_install(void);
 
-/* In a forked child, on its first record (prof_rt.fork_pending): open its
- * trace and start its collector. */
-void prof_fork_setup(void);
-
 #endif

@@ -2,15 +2,15 @@
  * A loss used to show only as "N dropped" in the summary's header: a run
  * that lost three quarters of its zones read as 13 calls of 50 with
  * nothing to say so or what to do about it. */
+#include <stdio.h>
 #include <string.h>
 
 #include "prof.h"
 #include "env.h"
+#include "json.h"
 #include "log.h"
 #include "loss.h"
 #include "registry.h"
-#include "summary.h"
-#include "trace.h"
 
 static struct prof_loss run, win;
 /* The window's number: a thread whose loss_window is this one lost
@@ -45,14 +45,14 @@ static void add(struct prof_loss *l, const struct prof_thread *t, uint64_t lost,
     (void)t;
 }
 
-void prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, uint64_t ts_ns)
+uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, uint64_t ts_ns)
 {
     uint64_t cap = t->hot.mask + 1, hint, bytes;
     int new_win = t->loss_window != window_gen, new_run = t->loss_window == 0;
     char size[24], now[24], name[64], behind[24];
 
     if (lost == 0)
-        return;
+        return 0;
     /* The ring that would have held this drain's records and the lost
      * ones, to the next power of two, as PROF_BUFFER rounds. */
     for (hint = cap; hint < cap + lost && hint < PROF_BUFFER_MAX; hint <<= 1)
@@ -61,12 +61,12 @@ void prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, ui
     add(&win, t, lost, behind_ns, hint, new_win);
     add(&run, t, lost, behind_ns, hint, new_run);
     if (said || (said_ns != 0 && ts_ns - said_ns < PROF_LOSS_QUIET_NS))
-        return;
+        return 0;
     said = 1;
     said_ns = ts_ns;
     prof_loss_size(size, sizeof size, hint);
     prof_loss_size(now, sizeof now, cap);
-    prof_summary_fmt_dur(behind, sizeof behind, (double)behind_ns);
+    prof_fmt_dur(behind, sizeof behind, (double)behind_ns);
     bytes = hint * sizeof(prof_record_);
     if (t->name != NULL)
         snprintf(name, sizeof name, "\"%.40s\" (tid %u)", t->name, t->tid);
@@ -79,13 +79,7 @@ void prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, ui
              name, (unsigned long long)lost, now, behind, size,
              (unsigned long long)(bytes >= (1u << 20) ? bytes >> 20 : bytes >> 10),
              bytes >= (1u << 20) ? "MB" : "KB");
-    if (prof_trace_active()) {
-        char what[128];
-
-        snprintf(what, sizeof what, "prof.loss: %llu records dropped (PROF_BUFFER=%s)",
-                 (unsigned long long)lost, size);
-        prof_trace_instant(t, what, "prof", ts_ns, -1);
-    }
+    return hint;
 }
 
 int prof_loss_thread_lossy(const struct prof_thread *t)

@@ -25,8 +25,11 @@ struct prof_loss {
 /* A drain of t found `lost` more records dropped by its full ring; the
  * collector's previous drain ended behind_ns ago. Logs the first loss of
  * the window. Call before t's records are taken, so that the stages they
- * hold are marked. */
-void prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, uint64_t ts_ns);
+ * hold are marked. Returns the PROF_BUFFER (records) that would have kept
+ * them when this loss was said on the log, else 0: the drain then hands
+ * the loss to the sinks (sink.h's `loss`: the trace's instant), so that
+ * what the log says and what the trace shows are the same losses. */
+uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, uint64_t ts_ns);
 
 /* Whether t lost records in the current window: its stages are short. */
 int prof_loss_thread_lossy(const struct prof_thread *t);

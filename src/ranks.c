@@ -785,7 +785,7 @@ static void format_text(struct prof_buf *o, const struct table *tb)
                         (long long)s->r1.nranks);
         return;
     }
-    prof_summary_fmt_dur(wall, sizeof wall, (double)s->r1.ref_wall);
+    prof_fmt_dur(wall, sizeof wall, (double)s->r1.ref_wall);
     prof_buf_printf(o, "prof ranks: step %lld, last %lld steps, %lld ranks (window %s on rank "
                        "%lld)\n",
                     (long long)s->r1.ref_step, (long long)s->r1.ref_steps,
@@ -810,7 +810,7 @@ static void format_text(struct prof_buf *o, const struct table *tb)
         prof_buf_printf(o, "%s%*s %5lld%s", name, (int)(width - cols_used), "",
                         (long long)t->ranks, t->off > 0 ? "!" : " ");
         for (int c = 0; c < 6; c++) {
-            prof_summary_fmt_dur(d, sizeof d, v[c]);
+            prof_fmt_dur(d, sizeof d, v[c]);
             prof_buf_printf(o, " %10s", d);
         }
         snprintf(slow, sizeof slow, "rank %d", dec_rank(t->max[0]));
@@ -818,9 +818,9 @@ static void format_text(struct prof_buf *o, const struct table *tb)
     }
     if (tb->s_rank >= 0) {
         char ex[24], self[24], oth[24];
-        prof_summary_fmt_dur(ex, sizeof ex, tb->s_excess);
-        prof_summary_fmt_dur(self, sizeof self, tb->s_self);
-        prof_summary_fmt_dur(oth, sizeof oth, tb->s_other);
+        prof_fmt_dur(ex, sizeof ex, tb->s_excess);
+        prof_fmt_dur(self, sizeof self, tb->s_self);
+        prof_fmt_dur(oth, sizeof oth, tb->s_other);
         prof_summary_name(name, sizeof name, tb->rows[tb->s_row].t->name, 1000);
         if (s->r1.ok == 2)
             prof_buf_printf(o, "straggler: rank %d in %s, +%s per step (self %s per step, the "

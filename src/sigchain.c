@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "prof.h"
+#include "children.h"
 #include "collector.h"
 #include "runtime.h"
 #include "sigchain.h"
@@ -54,6 +55,7 @@ static void on_chained(int sig, siginfo_t *info, void *ctx)
         return;
     }
     prof_trace_close_from_signal();
+    prof_children_trace_closed_from_signal();   /* the parent: no summary will come */
     hand_on(sig, info, ctx);
 }
 

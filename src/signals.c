@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "children.h"
 #include "collector.h"
 #include "runtime.h"
 #include "sigchain.h"
@@ -44,6 +45,7 @@ static void on_signal(int sig)
         (first == 0 || now - first < PROF_SIGNAL_GRACE_NS))
         return;
     prof_trace_close_from_signal();
+    prof_children_trace_closed_from_signal();   /* the parent: no summary will come */
     signal(sig, SIG_DFL);
     raise(sig);
 }

@@ -1,4 +1,5 @@
-/* sink.c - the outputs the collector feeds, in order (sink.h). */
+/* sink.c - the outputs the collector feeds, in order (sink.h): the
+ * output floor's list, installed by the floor above (start.c). */
 #include <stddef.h>
 
 #include "live.h"
@@ -10,9 +11,14 @@
 _Static_assert(PROF_SIDES_ <= PROF_THREAD_SIDES_ && PROF_SIDES_ <= PROF_STAGE_SIDES_,
                "room for every sink's side state in a thread slot and a stage");
 
-const struct prof_sink *const prof_sinks[] = {
+static const struct prof_sink *const all[] = {
     &prof_stats_sink,            /* stages, paths, counters, marks */
     &prof_trace_sink,            /* PROF_TRACE */
     &prof_live_sink,             /* PROF_LIVE, PROF_METRICS */
     NULL,
 };
+
+void prof_sinks_install(void)
+{
+    prof_sinks = all;
+}

@@ -1,6 +1,6 @@
 /* sink.h - the outputs the collector feeds. The drain resolves each record
  * once (its stage, its time in ns, its self time) and hands the event to
- * every sink, in the order of prof_sinks[]: statistics first, then the
+ * every sink, in the order of prof_sinks: statistics first, then the
  * trace. An output is one file that defines a struct prof_sink and one
  * line in sink.c; it keeps its own per-thread and per-stage state (keyed
  * by the thread or stage it is handed, freed in thread_gone), and touches
@@ -56,9 +56,22 @@ struct prof_sink {
     void (*pass_end)(uint64_t now_ns);
     /* Once per wake of the collector thread (periodic outputs). */
     void (*tick)(uint64_t now_ns);
+    /* t lost records to its full ring, and loss.c said so on the log
+     * (at most once a window): `lost` records, buffer_hint the PROF_BUFFER
+     * that would have kept them. */
+    void (*loss)(struct prof_thread *t, uint64_t lost, uint64_t buffer_hint, uint64_t ts_ns);
 };
 
-/* NULL-terminated, in the order events reach them. */
-extern const struct prof_sink *const prof_sinks[];
+/* The sinks, NULL-terminated, in the order events reach them. The drain
+ * owns the pointer; the output floor owns the list (sink.c) and the floor
+ * above installs it when the runtime starts (prof_sinks_install), so that
+ * nothing here names an output. Until then only the statistics are fed
+ * (prof_sinks_collect: what the collect floor itself provides). */
+extern const struct prof_sink *const *prof_sinks;
+extern const struct prof_sink *const prof_sinks_collect[];
+
+/* sink.c: sets prof_sinks to every output's sink, in order. Runtime lock
+ * held, or before any thread records. */
+void prof_sinks_install(void);
 
 #endif

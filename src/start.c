@@ -7,14 +7,15 @@
 #include <stdlib.h>
 
 #include "prof.h"
+#include "children.h"
 #include "clock.h"
 #include "collector.h"
 #include "env.h"
-#include "fork.h"
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
 #include "signals.h"
+#include "sink.h"
 #include "start.h"
 #include "trace.h"
 
@@ -54,6 +55,9 @@ int prof_runtime_start(void)
         prof_process_refresh();
         prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
         prof_rt.next_summary_ns = prof_rt.start_ns + cfg->every_ns;
+        /* The outputs, and what the summary lists from up here. */
+        prof_sinks_install();
+        prof_summary_children_hook(prof_children_check_locked);
         prof_trace_open();
         prof_registry_init();
         if (!once_done) {
@@ -68,6 +72,22 @@ int prof_runtime_start(void)
         err = prof_collector_start_locked();
     prof_rt_unlock();
     return err;
+}
+
+/* A forked child's first record: open its trace, start its collector. */
+void prof_fork_setup(void)
+{
+    prof_rt_lock();
+    if (prof_rt.fork_pending) {
+        prof_trace_open();
+        prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
+        prof_rt.next_summary_ns = prof_rt.start_ns + prof_config_get()->every_ns;
+        __atomic_store_n(&prof_rt.fork_pending, 0, __ATOMIC_RELEASE);
+        if (prof_on_)
+            __atomic_store_n(&prof_on_, prof_on_value(), __ATOMIC_RELAXED);
+        prof_collector_start_locked();
+    }
+    prof_rt_unlock();
 }
 
 int prof_runtime_ready(void)

@@ -13,6 +13,11 @@ void prof_runtime_on_exit(void (*fn)(void));
  * Returns 0 or a negative errno. Any thread; takes the lock. */
 int prof_runtime_start(void);
 
+/* In a forked child, on its first record (prof_rt.fork_pending): open its
+ * trace and start its collector (fork.c leaves the child set up to come
+ * here). */
+void prof_fork_setup(void);
+
 /* 0 when a thread may attach: the runtime and its collector run. Starts
  * them when they do not (the first zone of a program that never called
  * prof_enable, or of a forked child). -ESRCH when recording cannot start. */

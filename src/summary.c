@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "prof.h"
-#include "children.h"
 #include "clock.h"
 #include "env.h"
 #include "loss.h"
@@ -23,21 +22,6 @@ struct view {
     uint64_t steps;              /* steps in what is shown */
     uint64_t step;               /* the step the summary is taken at */
 };
-
-/* Numbers go through json.c's locale-free formatters: printf's %f would
- * write the program's locale's decimal comma. */
-void prof_summary_fmt_dur(char *buf, size_t size, double ns)
-{
-    static const struct { double below, scale; int decimals; const char *unit; } u[] = {
-        {1e3, 1, 0, " ns"}, {1e6, 1e3, 2, " us"}, {1e9, 1e6, 2, " ms"}, {0, 1e9, 3, " s"},
-    };
-    size_t i = 0, n;
-
-    while (i < 3 && !(ns < u[i].below))
-        i++;
-    n = prof_fmt_fixed(buf, size, ns / u[i].scale, u[i].decimals);
-    snprintf(buf + n, size - n, "%s", u[i].unit);
-}
 
 /* A name as it may reach a terminal: valid UTF-8 is kept, control bytes
  * (escape sequences included) and invalid bytes are shown as \xNN, and long
@@ -98,8 +82,8 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
     char clock[48], run[24], win[24];
 
     prof_clock_source(clock, sizeof clock);
-    prof_summary_fmt_dur(run, sizeof run, (double)run_ns);
-    prof_summary_fmt_dur(win, sizeof win, (double)v->wall_ns);
+    prof_fmt_dur(run, sizeof run, (double)run_ns);
+    prof_fmt_dur(win, sizeof win, (double)v->wall_ns);
     prof_buf_printf(b, "prof summary: %s (pid %d", p->program, p->pid);
     if (p->rank >= 0)
         prof_buf_printf(b, ", rank %d", p->rank);
@@ -137,18 +121,27 @@ static void loss_footer(struct prof_buf *b, const struct view *v)
     if (l->records == 0)
         return;
     prof_loss_size(hint, sizeof hint, l->buffer_hint);
-    prof_summary_fmt_dur(behind, sizeof behind, (double)l->behind_ns);
+    prof_fmt_dur(behind, sizeof behind, (double)l->behind_ns);
     prof_buf_printf(b, "* short: %llu records lost (ring full) on %u thread%s, the collector up "
                     "to %s behind; PROF_BUFFER=%s would keep them\n",
                     (unsigned long long)l->records, l->threads, l->threads == 1 ? "" : "s",
                     behind, hint);
 }
 
+static const struct prof_children_ended *(*children_check)(void);
+/* The summary being formatted's: set by prof_summary_format. */
+static const struct prof_children_ended *children;
+
+void prof_summary_children_hook(const struct prof_children_ended *(*check_locked)(void))
+{
+    children_check = check_locked;
+}
+
 /* Under the whole run's table: forked workers that ended before they
- * could finish (children.h), each already said once on the logger. */
+ * could finish (children.c), each already said once on the logger. */
 static void children_footer(struct prof_buf *b, const struct view *v)
 {
-    const struct prof_children_ended *e = prof_children_get();
+    const struct prof_children_ended *e = children;
 
     if (v->window)
         return;
@@ -165,7 +158,7 @@ static void children_footer(struct prof_buf *b, const struct view *v)
     if (e->unwatched)
         prof_buf_printf(b, "%llu forked worker%s in this process tree found no free slot among "
                         "%d and %s not watched\n", (unsigned long long)e->unwatched,
-                        plural(e->unwatched), PROF_CHILDREN_SLOTS,
+                        plural(e->unwatched), (int)e->slots,
                         e->unwatched == 1 ? "was" : "were");
 }
 
@@ -197,13 +190,13 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
             prof_buf_printf(b, " %10s  (open, none ended)\n", "0");
             continue;
         }
-        prof_summary_fmt_dur(d[0], 24, (double)st.total_ns);
-        prof_summary_fmt_dur(d[1], 24, (double)st.self_ns);
-        prof_summary_fmt_dur(d[2], 24, st.avg_ns);
-        prof_summary_fmt_dur(d[3], 24, st.p50_ns);
-        prof_summary_fmt_dur(d[4], 24, st.p95_ns);
-        prof_summary_fmt_dur(d[5], 24, st.p99_ns);
-        prof_summary_fmt_dur(d[6], 24, (double)st.max_ns);
+        prof_fmt_dur(d[0], 24, (double)st.total_ns);
+        prof_fmt_dur(d[1], 24, (double)st.self_ns);
+        prof_fmt_dur(d[2], 24, st.avg_ns);
+        prof_fmt_dur(d[3], 24, st.p50_ns);
+        prof_fmt_dur(d[4], 24, st.p95_ns);
+        prof_fmt_dur(d[5], 24, st.p99_ns);
+        prof_fmt_dur(d[6], 24, (double)st.max_ns);
         {
             /* A stage of a thread that lost records: its count is short. */
             char cnt[24];
@@ -221,7 +214,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     }
     if (r->folded) {
         char t[24];
-        prof_summary_fmt_dur(t, sizeof t, (double)r->folded_total);
+        prof_fmt_dur(t, sizeof t, (double)r->folded_total);
         prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
     }
     loss_footer(b, v);
@@ -351,8 +344,10 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
     const struct view *shown = kind == PROF_KIND_PERIODIC ? &win : &run;
     struct prof_rows rows;
 
+    static const struct prof_children_ended none;
+
     /* Workers found ended are logged here, and listed below. */
-    prof_children_check_locked();
+    children = children_check != NULL ? children_check() : &none;
     if (format == PROF_FORMAT_JSON) {
         const struct prof_process *p = prof_process_get();
         static const char *kinds[] = {"", "periodic", "final", "demand"};
@@ -378,7 +373,7 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
                         (unsigned long long)run.wall_ns, (unsigned long long)prof_threads_seen,
                         (unsigned long long)prof_rt.dropped);
         {
-            const struct prof_children_ended *e = prof_children_get();
+            const struct prof_children_ended *e = children;
 
             prof_buf_puts(b, ",\"workers_unfinished\":[");
             for (uint32_t i = 0; i < e->npids; i++)

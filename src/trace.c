@@ -45,12 +45,12 @@
 #include <unistd.h>
 
 #include "prof.h"
-#include "children.h"
 #include "clock.h"
 #include "digits.h"
 #include "env.h"
 #include "json.h"
 #include "log.h"
+#include "loss.h"
 #include "map.h"
 #include "process.h"
 #include "registry.h"
@@ -778,7 +778,6 @@ void prof_trace_close(void)
 void prof_trace_close_from_signal(void)
 {
     prof_trace_out_close_from_signal();
-    prof_children_trace_closed_from_signal();
 }
 
 void prof_trace_atfork_prepare(void)
@@ -905,6 +904,20 @@ static void sink_pass_end(uint64_t now_ns)
     prof_trace_flush();
 }
 
+/* A loss loss.c said on the log: an instant on the thread's track where
+ * its records went missing. */
+static void sink_loss(struct prof_thread *t, uint64_t lost, uint64_t buffer_hint, uint64_t ts_ns)
+{
+    char size[24], what[128];
+
+    if (!prof_trace_active())
+        return;
+    prof_loss_size(size, sizeof size, buffer_hint);
+    snprintf(what, sizeof what, "prof.loss: %llu records dropped (PROF_BUFFER=%s)",
+             (unsigned long long)lost, size);
+    prof_trace_instant(t, what, "prof", ts_ns, -1);
+}
+
 const struct prof_sink prof_trace_sink = {
     .name = "trace",
     .wants = sink_wants,
@@ -916,4 +929,5 @@ const struct prof_sink prof_trace_sink = {
     .thread_gone = sink_thread_gone,
     .stage_gone = sink_stage_gone,
     .pass_end = sink_pass_end,
+    .loss = sink_loss,
 };

@@ -811,8 +811,8 @@ def fmt_ns(ns):
 
 
 def fmt_dur(ns):
-    """A duration as the library's own table writes it (src/summary.c,
-    prof_summary_fmt_dur): '812 ns', '12.34 us', '4.57 ms', '1.234 s'. The
+    """A duration as the library's own table writes it (src/json.c,
+    prof_fmt_dur): '812 ns', '12.34 us', '4.57 ms', '1.234 s'. The
     same decimal rounding (half to even on the double's exact value)."""
     if ns is None:
         return '-'

@@ -1,7 +1,7 @@
 """The tools share the library's definitions (issues 19 and 21): the
 histogram of tools/prof_tools.py gives the buckets and quantiles of
 src/hist.c, and prof-report's table prints a run's numbers as the
-runtime's own table does (src/summary.c: prof_summary_fmt_dur, wall%).
+runtime's own table does (src/json.c: prof_fmt_dur; src/summary.c: wall%).
 The library's side comes from two small programs built with the tests
 (tests/tools/meson.build); run outside meson, they are looked for in the
 source tree's build directories, and the tests are skipped without them."""
