@@ -35,7 +35,6 @@
 #include "registry.h"
 #include "runtime.h"
 #include "sink.h"
-#include "stats.h"
 
 static uint64_t next_ns;                /* the next tick publishes from then */
 
@@ -115,24 +114,11 @@ int prof_live_path(int pid, char *buf, size_t size)
 int prof_live_snap_take_locked(struct prof_live_snap *s)
 {
     const struct prof_process *proc = prof_process_get();
-    struct prof_rows rows;
     uint64_t now = prof_clock_now_ns();
 
-    if (prof_stats_rows(&rows, 0, PROF_LIVE_MAX_ROWS) != 0)
+    /* The stages' numbers: what the statistics publish (stats_snap.h). */
+    if (prof_stats_snap_take_locked(&s->table, PROF_LIVE_MAX_ROWS) != 0)
         return -ENOMEM;
-    if (rows.len > s->cap) {
-        struct prof_live_row *r = realloc(s->rows, rows.len * sizeof *r);
-        uint32_t *st = r ? realloc(s->stack, rows.len * sizeof *st) : NULL;
-
-        if (r != NULL)
-            s->rows = r;
-        if (st == NULL) {
-            prof_rows_free(&rows);
-            return -ENOMEM;
-        }
-        s->stack = st;
-        s->cap = rows.len;
-    }
     s->pid = proc->pid;
     s->rank = proc->rank;
     memcpy(s->program, proc->program, sizeof s->program);
@@ -146,45 +132,12 @@ int prof_live_snap_take_locked(struct prof_live_snap *s)
     s->threads = 0;
     for (const struct prof_thread *t = prof_threads; t != NULL; t = t->next)
         s->threads += !__atomic_load_n(&t->exited, __ATOMIC_RELAXED);
-    s->gpu_stages = 0;
-    s->stages = rows.nstages;
-    s->folded = rows.folded;
-    s->len = rows.len;
-    for (size_t i = 0; i < rows.len; i++) {
-        const struct prof_stage *st = rows.rows[i].stage;
-        struct prof_live_row *r = &s->rows[i];
-        unsigned d = rows.rows[i].depth;
-        prof_stage_stats w;
-
-        /* Rows come in tree order: a row's parent is the last row seen one
-         * level up (a row's depth is at most its index). */
-        if (d > i)
-            d = (unsigned)i;
-        s->stack[d] = (uint32_t)i;
-        prof_stats_fill(st, 1, 0, &w);
-        r->name = st->name;
-        r->parent = d == 0 ? UINT32_MAX : s->stack[d - 1];
-        r->depth = d;
-        r->flags = st->flags;
-        r->count = st->run.count;
-        r->total_ns = st->run.total;
-        r->self_ns = st->run.self;
-        r->outer_ns = st->outer_run;
-        r->win_count = w.count;
-        r->win_total_ns = w.total_ns;
-        r->p50_ns = w.p50_ns;
-        r->p95_ns = w.p95_ns;
-        r->p99_ns = w.p99_ns;
-        s->gpu_stages += (st->flags & PROF_STAGE_GPU) != 0;
-    }
-    prof_rows_free(&rows);
     return 0;
 }
 
 void prof_live_snap_free(struct prof_live_snap *s)
 {
-    free(s->rows);
-    free(s->stack);
+    prof_stats_snap_free(&s->table);
     memset(s, 0, sizeof *s);
 }
 
@@ -326,9 +279,9 @@ static void file_write(const struct prof_live_snap *s)
 
     if (file_open() < 0)
         return;
-    for (size_t i = 0; i < s->len; i++)
-        names += strlen(s->rows[i].name);
-    size = sizeof *h + s->len * sizeof *fr + names;
+    for (size_t i = 0; i < s->table.len; i++)
+        names += strlen(s->table.rows[i].name);
+    size = sizeof *h + s->table.len * sizeof *fr + names;
     /* Odd before the file may grow: a reader of the old size retries.
      * The header is in the first room, reserved when the file was made. */
     h = (struct prof_live_file_header *)map;
@@ -349,7 +302,7 @@ static void file_write(const struct prof_live_snap *s)
     h->version = PROF_LIVE_VERSION;
     h->header_size = sizeof *h;
     h->row_size = sizeof *fr;
-    h->nrows = (uint32_t)s->len;
+    h->nrows = (uint32_t)s->table.len;
     h->size = size;
     h->pid = s->pid;
     h->rank = s->rank;
@@ -362,17 +315,17 @@ static void file_write(const struct prof_live_snap *s)
     h->steps = s->steps;
     h->dropped = s->dropped;
     h->threads = s->threads;
-    h->gpu_stages = s->gpu_stages;
-    h->stages = s->stages;
-    h->folded = s->folded;
+    h->gpu_stages = s->table.gpu_stages;
+    h->stages = s->table.stages;
+    h->folded = s->table.folded;
     h->snap_ns = s->snap_ns;
     h->publish_ns = s->publish_ns;
     h->metrics_ns = s->metrics_ns;
     h->publishes = ++publishes;
     fr = (struct prof_live_file_row *)(map + sizeof *h);
     off = 0;
-    for (size_t i = 0; i < s->len; i++, fr++) {
-        const struct prof_live_row *r = &s->rows[i];
+    for (size_t i = 0; i < s->table.len; i++, fr++) {
+        const struct prof_stats_snap_row *r = &s->table.rows[i];
         size_t len = strlen(r->name);
 
         fr->name_off = (uint32_t)off;
@@ -390,7 +343,7 @@ static void file_write(const struct prof_live_snap *s)
         fr->p50_ns = r->p50_ns;
         fr->p95_ns = r->p95_ns;
         fr->p99_ns = r->p99_ns;
-        memcpy(map + sizeof *h + s->len * sizeof *fr + off, r->name, len);
+        memcpy(map + sizeof *h + s->table.len * sizeof *fr + off, r->name, len);
         off += len;
     }
     /* Release: a reader that sees this even number sees every byte above

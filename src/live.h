@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stats_snap.h"
+
 /* Rows published: the heaviest stages of the run and their ancestors (the
  * rest are counted in folded), so the cost per second is bounded however
  * many names a program makes. */
@@ -25,16 +27,8 @@
 #define PROF_LIVE_PERIOD_NS 1000000000ull
 #define PROF_LIVE_LOCK_SHARE 50
 
-struct prof_live_row {
-    const char *name;            /* interned: valid until exit */
-    uint32_t parent;             /* row index, or UINT32_MAX at the top */
-    uint32_t depth, flags;       /* flags: PROF_STAGE_GPU */
-    uint64_t count, total_ns, self_ns;             /* whole run */
-    uint64_t outer_ns;           /* run time outside zones of its own stage (wall share) */
-    uint64_t win_count, win_total_ns;              /* current summary window */
-    double p50_ns, p95_ns, p99_ns;                 /* of the window */
-};
-
+/* A snapshot: the process's numbers and what the statistics publish
+ * (stats_snap.h), taken with the lock held, read with it released. */
 struct prof_live_snap {
     int pid, rank;
     char program[64], host[64];
@@ -42,14 +36,11 @@ struct prof_live_snap {
     uint64_t run_ns;             /* wall time of the run so far */
     uint64_t win_ns;             /* wall time of the current window */
     uint64_t win_start_step, steps, dropped;
-    uint32_t threads, gpu_stages;
-    uint64_t stages, folded;     /* all stages; those not in rows */
+    uint32_t threads;
     uint64_t snap_ns;            /* what taking the previous snapshot cost (lock held) */
     uint64_t publish_ns;         /* writing the previous one to the file (lock released) */
     uint64_t metrics_ns;         /* formatting (and writing) the previous metrics */
-    struct prof_live_row *rows;
-    uint32_t *stack;             /* scratch: the last row seen at each depth */
-    size_t len, cap;
+    struct prof_stats_snap table;  /* the stages */
 };
 
 /* ---- The file's layout (docs/LIVE.md; python/prof/live.py reads it). ----

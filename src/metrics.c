@@ -90,8 +90,8 @@ struct path {
 
 static int paths_make(const struct prof_live_snap *s, struct prof_buf *names, struct path *out)
 {
-    for (size_t i = 0; i < s->len; i++) {
-        const struct prof_live_row *r = &s->rows[i];
+    for (size_t i = 0; i < s->table.len; i++) {
+        const struct prof_stats_snap_row *r = &s->table.rows[i];
         int nested = r->parent != UINT32_MAX && r->parent < i;
 
         out[i].off = names->len;
@@ -144,7 +144,7 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
     static const char *const q[3] = { ",quantile=\"0.5\"} ", ",quantile=\"0.95\"} ",
                                       ",quantile=\"0.99\"} " };
     struct prof_buf names = {0};
-    struct path *paths = calloc(s->len ? s->len : 1, sizeof *paths);
+    struct path *paths = calloc(s->table.len ? s->table.len : 1, sizeof *paths);
     char rank[32], r_only[32];
 
     /* What follows the stage's value in every label set. */
@@ -159,24 +159,24 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
 
     prof_buf_puts(b, "# HELP prof_stage_count_total Zones ended, per stage, whole run.\n"
                      "# TYPE prof_stage_count_total counter\n");
-    for (size_t i = 0; i < s->len; i++) {
+    for (size_t i = 0; i < s->table.len; i++) {
         stage_sample(b, "prof_stage_count_total", &names, &paths[i], rank, "} ");
-        prof_buf_u64(b, s->rows[i].count);
+        prof_buf_u64(b, s->table.rows[i].count);
         prof_buf_put(b, "\n", 1);
     }
     prof_buf_puts(b, "# HELP prof_stage_seconds_total Time in zones, per stage, whole run.\n"
                      "# TYPE prof_stage_seconds_total counter\n");
-    for (size_t i = 0; i < s->len; i++) {
+    for (size_t i = 0; i < s->table.len; i++) {
         stage_sample(b, "prof_stage_seconds_total", &names, &paths[i], rank, "} ");
-        put_seconds(b, (double)s->rows[i].total_ns);
+        put_seconds(b, (double)s->table.rows[i].total_ns);
         prof_buf_put(b, "\n", 1);
     }
     prof_buf_puts(b, "# HELP prof_stage_self_seconds_total Time in zones less their child "
                      "zones, per stage, whole run.\n"
                      "# TYPE prof_stage_self_seconds_total counter\n");
-    for (size_t i = 0; i < s->len; i++) {
+    for (size_t i = 0; i < s->table.len; i++) {
         stage_sample(b, "prof_stage_self_seconds_total", &names, &paths[i], rank, "} ");
-        put_seconds(b, (double)s->rows[i].self_ns);
+        put_seconds(b, (double)s->table.rows[i].self_ns);
         prof_buf_put(b, "\n", 1);
     }
     /* Quantiles of the current summary window (the whole run without
@@ -185,8 +185,8 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
     prof_buf_puts(b, "# HELP prof_stage_latency_seconds Zone durations, per stage: quantiles "
                      "of the current window.\n"
                      "# TYPE prof_stage_latency_seconds summary\n");
-    for (size_t i = 0; i < s->len; i++) {
-        const struct prof_live_row *r = &s->rows[i];
+    for (size_t i = 0; i < s->table.len; i++) {
+        const struct prof_stats_snap_row *r = &s->table.rows[i];
         double v[3] = { r->p50_ns, r->p95_ns, r->p99_ns };
 
         for (int k = 0; k < 3; k++) {
@@ -211,9 +211,10 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
                       "# TYPE prof_threads gauge\nprof_threads", r_only, s->threads);
     process_metric(b, "# HELP prof_stages Stages seen; those beyond the heaviest are not "
                       "labelled (prof_stages_folded).\n"
-                      "# TYPE prof_stages gauge\nprof_stages", r_only, s->stages);
+                      "# TYPE prof_stages gauge\nprof_stages", r_only, s->table.stages);
     process_metric(b, "# HELP prof_stages_folded Stages left out of the per-stage metrics.\n"
-                      "# TYPE prof_stages_folded gauge\nprof_stages_folded", r_only, s->folded);
+                      "# TYPE prof_stages_folded gauge\nprof_stages_folded", r_only,
+                   s->table.folded);
     free(paths);
     prof_buf_free(&names);
 }
