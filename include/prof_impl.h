@@ -158,7 +158,9 @@ struct prof_thread_ {
     uint32_t busy;                 /* nonzero while the owner edits the ring */
     uint32_t path;                 /* path hash of the innermost open zone */
     uint32_t foreign;              /* nonzero: another thread ended zones
-                                      of ours (zone.c reads which) */
+                                      of ours (zone.c reads which); set
+                                      by that thread, cleared only by the
+                                      owner, tested by every open */
     const char *names[PROF_MAX_DEPTH_];     /* the open zones, outermost first */
     uint64_t warm;                 /* the first slots, used alone while the
                                       collector keeps up (ring.h) */
@@ -204,6 +206,7 @@ PROF_API void prof_zone_close_kind_(prof_zone *zone, int raw_ticks, uint32_t kin
 PROF_API void prof_thread_nesting_(uint32_t *depth, uint32_t *dead, int *repair);
 PROF_API void prof_zone_resume_(uint32_t depth, uint32_t path);
 PROF_API void prof_zone_end_lane_(prof_zone *zone, uint32_t lane);
+PROF_API void prof_lane_shared_(void);   /* a context found every lane in use */
 PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head);
 PROF_API int prof_signal_chain_(int sig);   /* sigchain.c: the Python module's worker hook */
 PROF_API uint64_t prof_clock_fallback_ticks_(void);
@@ -320,9 +323,13 @@ static inline prof_zone prof_zone_open_(const char *name, int raw_ticks)
         return z;
     start = raw_ticks ? prof_ticks_() : prof_ticks_now_();
     /* Atomic loads and stores of depth (plain moves): another thread may
-     * set PROF_DEPTH_REPAIR_ in it (zone.c). */
+     * set PROF_DEPTH_REPAIR_ in it (zone.c). That flag can be lost to
+     * this store; `foreign`, which only this thread clears, cannot: a zone
+     * of ours that another thread ended before this open sends the open
+     * out of line, which gives that zone's level back (registry.c). */
     d = __atomic_load_n(&t->depth, __ATOMIC_RELAXED);
-    if (PROF_UNLIKELY_((uint16_t)d >= PROF_MAX_DEPTH_))   /* deep, or REPAIR */
+    if (PROF_UNLIKELY_((uint16_t)d >= PROF_MAX_DEPTH_ ||   /* deep, or REPAIR */
+                       __atomic_load_n(&t->foreign, __ATOMIC_RELAXED) != 0))
         return prof_zone_open_slow_(t, name, start);
     __atomic_store_n(&t->depth, d + 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

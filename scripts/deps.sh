@@ -1,8 +1,9 @@
 #!/bin/sh
 # Install what building and testing prof needs, from Debian's packages, when
 # it is missing. Run as root on a fresh Debian 12 machine; a no-op when
-# everything is there. apt's output goes to a log; when apt fails, the
-# script says which step and shows the log's last lines.
+# everything is there. apt's output goes to a log, its last line shown
+# every 20 s while apt runs; when apt fails, the script says which step
+# and shows the log's last lines.
 set -eu
 
 need=""
@@ -19,9 +20,16 @@ if [ "$(id -u)" != 0 ]; then
 fi
 log=${PROF_DEPS_LOG:-${TMPDIR:-/tmp}/prof-deps.log}
 : > "$log"
-apt() {   # what, then the command
+. "$(dirname "$0")/steps.sh"
+apt() {   # what, then the command; apt's own lines make the heartbeat
     what=$1; shift
-    if ! "$@" >> "$log" 2>&1; then
+    echo "deps: $what ..." >&2
+    step_beat "deps: $what" "$log" &
+    beat=$!
+    rc=0
+    "$@" >> "$log" 2>&1 || rc=$?
+    step_beat_stop "$beat"
+    if [ "$rc" != 0 ]; then
         echo "deps: FAILED: $what ($*)" >&2
         echo "deps: last 40 lines of $log:" >&2
         tail -n 40 "$log" | sed 's/^/    /' >&2

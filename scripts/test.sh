@@ -13,9 +13,12 @@
 #   consumers      prof brought into other builds (make, CMake, meson
 #                  subproject without cmake, pip wheel)
 # Every stage runs, whatever an earlier one gave; at the end one table
-# says PASS or FAIL and the seconds of each, and the exit status is 1 when
-# any failed. A stage's output is in build-test-logs/STAGE.log; a failing
-# stage prints its log's last lines. The sanitizer stages skip the load
+# says PASS or FAIL and the seconds of each, with a line per failed stage
+# saying why (the tests that failed and the first line of each one's
+# output that says why, or the build's first error), and the exit status
+# is 1 when any failed. A stage's output is in build-test-logs/STAGE.log;
+# a failing stage prints its log's last lines. Every step says what it
+# does and, while it runs, prints a line at least every 20 s (steps.sh). The sanitizer stages skip the load
 # suite (its memory figures mean nothing under a sanitizer's allocator, and
 # it runs valgrind).
 #
@@ -107,11 +110,34 @@ st_consumers() {
     suite consumers -C build-test-gcc --suite consumers
 }
 
+# Why a stage failed, in a line for the table: the tests that failed, from
+# the testlog.json that this stage's meson test wrote, or else the first
+# error in its logs (a build's "FAILED:"/"error:", apt's, meson's).
+stage_dir() {
+    case $1 in
+        gcc-build|gcc-suites|python|tools|consumers) echo build-test-gcc ;;
+        clang-build|fuzz) echo build-test-clang ;;
+        asan-ubsan) echo build-test-asan ;;
+        tsan) echo build-test-tsan ;;
+    esac
+}
+stage_hint() {   # stage; the marker $logs/.stage-start is older than its files
+    _tl=$(stage_dir "$1")/meson-logs/testlog.json
+    if [ -f "$_tl" ] && [ -n "$(find "$_tl" -newer "$logs/.stage-start" 2>/dev/null)" ]; then
+        _h=$(python3 scripts/failed_tests.py "$_tl")
+        [ -n "$_h" ] && { echo "failed: $_h"; return; }
+    fi
+    _h=$(cat "$logs/$1"*.log 2>/dev/null | grep -m 1 -E 'FAILED|[Ee]rror:|ERROR' | cut -c1-160)
+    echo "${_h:-see $logs/$1.log}"
+}
+
 table=""
+hints=""
 failed=0
 for stage in gcc-build clang-build gcc-suites fuzz asan-ubsan tsan python tools consumers; do
     printf '\n=== %s (log: %s/%s.log)\n' "$stage" "$logs" "$stage" >&2
     t0=$(date +%s)
+    touch "$logs/.stage-start"
     rc=0
     ( "st_$(echo "$stage" | tr - _)" ) || rc=$?
     secs=$(( $(date +%s) - t0 ))
@@ -120,6 +146,8 @@ for stage in gcc-build clang-build gcc-suites fuzz asan-ubsan tsan python tools 
     else
         result=FAIL
         failed=$((failed + 1))
+        hints="$hints$(printf '%-14s %s' "$stage" "$(stage_hint "$stage")")
+"
     fi
     printf '=== %s: %s in %d s\n' "$stage" "$result" "$secs" >&2
     table="$table$(printf '%-14s %-5s %6d' "$stage" "$result" "$secs")
@@ -131,7 +159,9 @@ done
     if [ "$failed" = 0 ]; then
         echo "all stages passed"
     else
-        echo "$failed stage(s) FAILED: their logs are in $logs/"
+        printf '\nwhy:\n%s' "$hints"
+        echo "$failed stage(s) FAILED: their logs are in $logs/ (rerun one test with"
+        echo "meson test -C BUILD_DIR --print-errorlogs NAME)"
     fi
 } >&2
 [ "$failed" = 0 ]

@@ -83,9 +83,12 @@ PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns)
         if (t != NULL && *t != '\0') {
             if (prof_parse_every(t, &ns, &steps) == 0 && ns > 0)
                 ranks_timeout_ns = ns;
-            else
-                prof_log_once(&logged_timeout, "PROF_RANKS_TIMEOUT=%s: not a duration such as "
-                              "30s or 500ms; using 60s", t);
+            else {
+                char q[PROF_LOG_QUOTE_SIZE];
+                prof_log_once(&logged_timeout, "PROF_RANKS_TIMEOUT=\"%s\" is not valid (expected a "
+                              "duration such as 30s or 500ms); using 60s",
+                              prof_log_quote(q, sizeof q, t));
+            }
         }
         ranks_state = 1;
         __atomic_store_n(&prof_ranks_muted, 1, __ATOMIC_RELAXED);

@@ -26,6 +26,7 @@
 #include "cuda.h"
 #include "env.h"
 #include "fdio.h"
+#include "gpu_busy.h"
 #include "log.h"
 #include "loss.h"
 #include "process.h"
@@ -233,6 +234,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
 {
     struct prof_event e = {.thread = t, .raw = r->name};
     double v;
+    int device;
 
     switch (r->kind & PROF_RECORD_KIND_MASK_) {
     case PROF_RECORD_ZONE_:
@@ -265,7 +267,8 @@ static void take_record(struct prof_thread *t, const prof_record_ *r,
         SINKS_TAKE(step, r->start, &e, r->end);
         break;
     case PROF_RECORD_CUDA_:
-        prof_cuda_submit(r);
+        device = prof_cuda_submit(r);
+        SINKS_ALL(gpu_launch, t, r->name, device);
         break;
     case PROF_RECORD_GAP_:
         prof_self_gap(t);
@@ -367,6 +370,13 @@ static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, u
     SINKS_ALL(gpu_zone, gpu, cpu, device, stream, start_ns, end_ns);
 }
 
+/* A GPU side lost on the collector's side (cuda_poll.c). */
+static void gpu_lost_sink(void *ctx, const char *raw_name, int cause)
+{
+    (void)ctx;
+    SINKS_ALL(gpu_lost, raw_name, cause);
+}
+
 void prof_collect_locked(void)
 {
     struct prof_thread **link = &prof_threads;
@@ -398,7 +408,7 @@ void prof_collect_locked(void)
         }
     }
     window_pass_end_locked();
-    prof_cuda_poll(gpu_sink, NULL);
+    prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
     lost = prof_cuda_lost();
     if (lost != prof_rt.cuda_lost_seen) {
         /* GPU sides that could not be timed count as dropped records. */
@@ -447,6 +457,7 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
     prof_rt.window_start_step = step;
     prof_rt.dropped_window = 0;
     prof_loss_window_reset();
+    prof_gpu_window_close();
 }
 
 void prof_summary_emit_locked(enum prof_summary_kind kind)
@@ -514,7 +525,7 @@ void prof_final_report_locked(void)
     for (deadline = prof_clock_now_ns() + 2000000000u;;) {
         struct timespec ms = {0, 1000000};
 
-        prof_cuda_poll(gpu_sink, NULL);
+        prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
         if (!prof_cuda_waiting() || prof_clock_now_ns() >= deadline)
             break;
         prof_rt_unlock();
@@ -557,8 +568,11 @@ void prof_periodic_locked(uint64_t now)
             prof_summary_write_pending_locked();
         }
     }
+    /* Timed summaries come from the process that was started, not from
+     * each of its forked workers (8 DataLoader workers made 9 tables a
+     * period); a worker keeps its final summary (docs/CONFIG.md). */
     if (cfg->every_ns && now >= prof_rt.next_summary_ns) {
-        if (!quiet)
+        if (!quiet && !prof_rt.forked_from)
             prof_summary_emit_locked(PROF_KIND_PERIODIC);
         prof_rt.next_summary_ns = now + cfg->every_ns;
     }

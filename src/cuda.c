@@ -60,12 +60,33 @@ static int state;                       /* enum cuda_state; atomic */
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* One notice each. */
-static int note_forked, note_noctx, note_capture, note_record;
+static int note_forked, note_noctx, note_capture, note_record, note_uninit;
+
+/* A zone whose GPU side was lost at its begin keeps &lost_mark[cause] as
+ * its events: its end pushes a CUDA record with no pair and the cause, so
+ * that the collector counts the loss for its stage (gpu_busy.c). */
+static char lost_mark[PROF_CUDA_LOST_CAUSES_];
+
+static prof_cuda_zone lost(prof_cuda_zone z, int cause)
+{
+    z.events = &lost_mark[cause];
+    return z;
+}
+
+/* Push the CUDA record of a zone whose GPU side was lost. */
+static void push_lost(struct prof_thread_ *t, const prof_cuda_zone *z, int cause)
+{
+    if (t != NULL && prof_busy_enter_(t)) {
+        prof_ring_push_(t, 0, (uint64_t)cause, z->cpu.name, z->cpu.parent, z->cpu.depth,
+                        PROF_RECORD_CUDA_);
+        prof_busy_leave_(t);
+    }
+}
 
 /* Called by an application thread while the state is not READY. Threads
- * that come while another one loads wait for it (once per process: the
- * application already initialized CUDA, so this is a dlopen of a loaded
- * library and a cuInit that returns at once); otherwise their zones would
+ * that come while another one loads wait for it (once per process: a
+ * dlopen, of a library the application has usually loaded already, and
+ * no cuInit); otherwise their zones would
  * silently lose the GPU side. The thread's busy flag is held meanwhile, so
  * a signal handler that interrupts the loading thread gets a CPU-only zone
  * instead of a deadlock. */
@@ -95,26 +116,28 @@ static int cuda_load(struct prof_thread_ *t)
 /* The context whose events can be recorded on stream: the stream's own
  * (cuStreamGetCtx, remembered for the last CUDA_MEMO streams this thread
  * used), or the current one for the legacy and per-thread default streams.
- * NULL when there is none. *memo is the remembered entry the answer came
- * from, or -1: a destroyed stream's handle may since name a stream of
- * another context, so a record that fails after a remembered answer is
- * retried with a fresh one. */
-static CUcontext stream_context(CUstream stream, int use_memo, int *memo)
+ * NULL when there is none; *rc is then the driver's answer
+ * (CU_ERROR_NOT_INITIALIZED: the program has not started CUDA). *memo is
+ * the remembered entry the answer came from, or -1: a destroyed stream's
+ * handle may since name a stream of another context, so a record that
+ * fails after a remembered answer is retried with a fresh one. */
+static CUcontext stream_context(CUstream stream, int use_memo, int *memo, CUresult *rc)
 {
     struct cuda_tls *c = prof_cuda_tls;
     CUcontext ctx = NULL;
     int i;
 
     *memo = -1;
+    *rc = CU_SUCCESS;
     if ((uintptr_t)stream <= CU_STREAM_SPECIAL_MAX || prof_cu.stream_get_ctx == NULL)
-        return prof_cu.ctx_get_current(&ctx) == CU_SUCCESS ? ctx : NULL;
+        return (*rc = prof_cu.ctx_get_current(&ctx)) == CU_SUCCESS ? ctx : NULL;
     for (i = 0; use_memo && c != NULL && i < CUDA_MEMO; i++) {
         if (c->memo_stream[i] == stream) {
             *memo = i;
             return c->memo_ctx[i];
         }
     }
-    if (prof_cu.stream_get_ctx(stream, &ctx) != CU_SUCCESS)
+    if ((*rc = prof_cu.stream_get_ctx(stream, &ctx)) != CU_SUCCESS)
         ctx = NULL;
     if (c != NULL && ctx != NULL) {
         for (i = 0; i < CUDA_MEMO && c->memo_stream[i] != stream; i++)
@@ -176,12 +199,21 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
     }
 
     for (attempt = 0;; attempt++) {
-        ctx = stream_context((CUstream)stream, attempt == 0, &memo);
+        ctx = stream_context((CUstream)stream, attempt == 0, &memo, &rc);
+        if (PROF_UNLIKELY_(ctx == NULL && rc == CU_ERROR_NOT_INITIALIZED)) {
+            /* Not lost: there is no GPU work to time. Asked again on every
+             * zone (a thread-local read in the driver), so zones time the
+             * GPU once the program has started CUDA. */
+            prof_log_once(&note_uninit, "a CUDA zone ran before the program initialized CUDA "
+                          "(cuInit): prof does not start CUDA itself, so such zones time the "
+                          "CPU side only");
+            return z;
+        }
         if (PROF_UNLIKELY_(ctx == NULL)) {
             prof_cuda_count_lost(1);
             prof_log_once(&note_noctx, "a CUDA zone ran with no CUDA context current (or an "
                           "invalid stream): its GPU side is skipped");
-            return z;
+            return lost(z, PROF_CUDA_LOST_NOCTX);
         }
         if (attempt == 0 && prof_cu.stream_is_capturing != NULL) {
             int capturing = 0;
@@ -197,13 +229,13 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
             }
         }
         if ((p = prof_cuda_pair_take(t, ctx)) == NULL)
-            return z;
+            return lost(z, PROF_CUDA_LOST_NOPAIR);
         rc = prof_cu.event_record(p->start, (CUstream)stream);
         if (PROF_LIKELY_(rc == CU_SUCCESS))
             break;
         if (memo < 0) {
             record_failed(p, rc);
-            return z;
+            return lost(z, PROF_CUDA_LOST_RECORD);
         }
         /* The remembered context was stale: try again with a fresh one. */
         prof_cuda_tls->memo_stream[memo] = NULL;
@@ -224,7 +256,14 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
     struct prof_thread_ *t;
     CUresult rc;
 
-    if (p != NULL) {
+    if (PROF_UNLIKELY_((uintptr_t)p - (uintptr_t)lost_mark < PROF_CUDA_LOST_CAUSES_)) {
+        int cause = (int)((uintptr_t)p - (uintptr_t)lost_mark);
+
+        z->events = NULL;
+        t = prof_thread_self_;
+        if ((struct prof_thread_ *)((uintptr_t)z->cpu.thread & ~(uintptr_t)1) == t)
+            push_lost(t, z, cause);
+    } else if (p != NULL) {
         z->events = NULL;
         t = prof_thread_self_;
         if (PROF_UNLIKELY_((struct prof_thread_ *)((uintptr_t)z->cpu.thread & ~(uintptr_t)1) != t)) {
@@ -244,6 +283,7 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
         rc = prof_cu.event_record(p->end, (CUstream)z->stream);
         if (PROF_UNLIKELY_(rc != CU_SUCCESS)) {
             record_failed(p, rc);
+            push_lost(t, z, PROF_CUDA_LOST_RECORD);
         } else if (PROF_LIKELY_(t != NULL && prof_busy_enter_(t))) {
             uint64_t head;
 

@@ -17,11 +17,33 @@
 typedef void (*prof_gpu_sink)(void *ctx, const char *name, int device, uint64_t stream,
                               uint64_t start_ns, uint64_t end_ns);
 
-/* Collector: take a drained PROF_RECORD_CUDA_ record. */
-void prof_cuda_submit(const prof_record_ *r);
+/* Why a zone's GPU side was lost (counted per stage: gpu_busy.c). */
+enum prof_cuda_lost_cause {
+    PROF_CUDA_LOST_NONE = 0,
+    PROF_CUDA_LOST_NOCTX,       /* no current context, or an invalid stream */
+    PROF_CUDA_LOST_NOPAIR,      /* no event pair: pool full, or creating failed */
+    PROF_CUDA_LOST_RECORD,      /* cuEventRecord failed */
+    PROF_CUDA_LOST_QUERY,       /* cuEventQuery or cuEventElapsedTime failed */
+    PROF_CUDA_LOST_CTX,         /* its context went away with it pending */
+    PROF_CUDA_LOST_CAUSES_
+};
 
-/* Collector: deliver every pending zone whose events completed. */
-void prof_cuda_poll(prof_gpu_sink sink, void *ctx);
+/* The cause in words, for the summary. */
+const char *prof_cuda_lost_cause_name(int cause);
+
+/* Collector: take a drained PROF_RECORD_CUDA_ record. Returns the device
+ * of its GPU side (-1 when the driver did not say which), or, for a zone
+ * whose GPU side was lost on the application thread, -2 - its cause (enum
+ * prof_cuda_lost_cause). */
+int prof_cuda_submit(const prof_record_ *r);
+
+/* A GPU side lost on the collector's side, for the stage raw_name, with
+ * its cause (enum prof_cuda_lost_cause). */
+typedef void (*prof_gpu_lost_sink)(void *ctx, const char *raw_name, int cause);
+
+/* Collector: deliver every pending zone whose events completed to sink,
+ * and every zone whose GPU side was lost meanwhile to lost. */
+void prof_cuda_poll(prof_gpu_sink sink, prof_gpu_lost_sink lost, void *ctx);
 
 /* Shutdown: the caller polls while prof_cuda_waiting() (zones pending and
  * the driver still there), sleeping between polls with its lock released,
@@ -39,5 +61,10 @@ void prof_cuda_atfork_child(void);
  * sides were recorded. Any thread; for the summary's drop count. Zones
  * dropped this way are also reported once through prof_log. */
 uint64_t prof_cuda_lost(void);
+
+/* The PCI bus id of CUDA device `device` ("0000:3b:00.0"), which is how
+ * NVML finds it (nvml.c). Collector, after a GPU zone of that device.
+ * 0, or -ENOENT when the driver cannot say. */
+int prof_cuda_device_pci(int device, char *buf, int len);
 
 #endif

@@ -4,7 +4,7 @@
  * zone and never linked, so one build serves machines with and without a
  * GPU. The types and the dozen entry points we use are declared by hand in
  * cuda_driver.h; no CUDA header is needed to build. Anything missing (no
- * library, a missing symbol, cuInit failing, PROF_CUDA=0) leaves CUDA zones
+ * library, a missing symbol, PROF_CUDA=0) leaves CUDA zones
  * timing their CPU side only, with one message. Entry points that only
  * make prof better (stream contexts, a private stream, capture checks,
  * error names) are optional and stay NULL on drivers without them.
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "cuda_driver.h"
 #include "env.h"
 #include "log.h"
@@ -35,6 +36,15 @@ const char *prof_cu_error_name_in(CUresult rc, char *buf)
     return buf;
 }
 
+int prof_cuda_device_pci(int device, char *buf, int len)
+{
+    /* prof_cu was published before the first GPU zone reached the
+     * collector (cuda.c's state, then the record's ring). */
+    if (prof_cu.device_pci == NULL || device < 0 || len < 13)
+        return -ENOENT;
+    return prof_cu.device_pci(buf, len, device) == CU_SUCCESS ? 0 : -ENOENT;
+}
+
 static void *sym(void *h, const char *name, const char *alt)
 {
     void *f = dlsym(h, name);
@@ -52,7 +62,6 @@ int prof_cuda_driver_open(void)
     const char *missing = NULL;
     struct cuda_api a;
     void *h;
-    CUresult rc;
 
     if (cfg->cuda == PROF_CUDA_OFF) {
         prof_log_once(&note_unavailable, "PROF_CUDA=0: CUDA zones time the CPU side only");
@@ -75,7 +84,6 @@ int prof_cuda_driver_open(void)
         if (a.field == NULL && missing == NULL) \
             missing = name; \
     } while (0)
-    REQUIRE(init, "cuInit", NULL);
     REQUIRE(ctx_get_current, "cuCtxGetCurrent", NULL);
     REQUIRE(ctx_push, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
     REQUIRE(ctx_pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
@@ -92,6 +100,7 @@ int prof_cuda_driver_open(void)
     *(void **)&a.stream_create = sym(h, "cuStreamCreate", NULL);
     *(void **)&a.stream_is_capturing = sym(h, "cuStreamIsCapturing", NULL);
     *(void **)&a.get_error_name = sym(h, "cuGetErrorName", NULL);
+    *(void **)&a.device_pci = sym(h, "cuDeviceGetPCIBusId", NULL);
 
     if (missing != NULL) {
         prof_log_once(&note_unavailable,
@@ -99,13 +108,12 @@ int prof_cuda_driver_open(void)
         dlclose(h);
         return -ENODEV;
     }
+    /* No cuInit: starting CUDA is the program's business. It starts the
+     * driver's threads and memory, and a process that forks afterwards can
+     * no longer use CUDA in its children; a profiler must not cause that.
+     * A zone in a process whose driver is not initialized yet finds out
+     * from cuCtxGetCurrent (CUDA_ERROR_NOT_INITIALIZED, cuda.c) and times
+     * its CPU side only. */
     prof_cu = a;
-    rc = prof_cu.init(0);
-    if (rc != CU_SUCCESS) {
-        /* Keep the library loaded: unloading a driver is never worth it. */
-        prof_log_once(&note_unavailable, "cuInit failed (%s); CUDA zones time the CPU side only",
-                      cu_error_name(rc));
-        return -ENODEV;
-    }
     return 0;
 }

@@ -14,6 +14,7 @@ typedef struct CUevent_st *CUevent;
 
 enum {
     CU_SUCCESS = 0,
+    CU_ERROR_NOT_INITIALIZED = 3,
     CU_ERROR_DEINITIALIZED = 4,
     CU_ERROR_NOT_READY = 600,
 };
@@ -26,7 +27,6 @@ enum {
 #define CU_STREAM_SPECIAL_MAX ((uintptr_t)2)
 
 struct cuda_api {
-    CUresult (*init)(unsigned flags);
     CUresult (*ctx_get_current)(CUcontext *ctx);
     CUresult (*ctx_push)(CUcontext ctx);
     CUresult (*ctx_pop)(CUcontext *ctx);
@@ -42,6 +42,7 @@ struct cuda_api {
     CUresult (*stream_create)(CUstream *stream, unsigned flags);
     CUresult (*stream_is_capturing)(CUstream stream, int *status);
     CUresult (*get_error_name)(CUresult err, const char **name);
+    CUresult (*device_pci)(char *bus_id, int len, CUdevice dev);
 };
 
 /* The driver's entry points. Written once by prof_cuda_driver_open(); the
@@ -49,11 +50,11 @@ struct cuda_api {
  * nothing reads them before seeing that. */
 extern struct cuda_api prof_cu;
 
-/* dlopen the driver (PROF_CUDA_LIB, or libcuda.so.1), resolve its entry
- * points into prof_cu and cuInit it. Once per process, by one thread.
- * Returns 0, or -ENODEV when CUDA zones must time their CPU side only
- * (PROF_CUDA=0, no library, a missing entry point, cuInit failing); that
- * case has said why, once, through prof_log. */
+/* dlopen the driver (PROF_CUDA_LIB, or libcuda.so.1) and resolve its entry
+ * points into prof_cu. Never cuInit: the program starts CUDA, or it stays
+ * unstarted. Once per process, by one thread. Returns 0, or -ENODEV when
+ * CUDA zones must time their CPU side only (PROF_CUDA=0, no library, a
+ * missing entry point); that case has said why, once, through prof_log. */
 int prof_cuda_driver_open(void);
 
 /* The name of a driver error, e.g. "CUDA_ERROR_INVALID_HANDLE"; buf (32

@@ -62,11 +62,33 @@
 #define CUDA_PLACE_MAX_MS 2000.0f             /* re-reference farther zones first */
 #define CUDA_BLOCKED_STREAMS 16
 
+static void lost_nowhere(void *ctx, const char *raw_name, int cause)
+{
+    (void)ctx;
+    (void)raw_name;
+    (void)cause;
+}
+
 static size_t npending;                 /* zones in every pending list */
+/* Where lost GPU sides go: the drain's, set by each prof_cuda_poll (the
+ * only caller of what loses them). */
+static prof_gpu_lost_sink lost_sink = lost_nowhere;
+static void *lost_ctx;
 static int driver_gone;                 /* the driver shut down (exit) */
 
 /* One notice each. */
 static int note_query, note_elapsed, note_probe, note_deinit;
+
+const char *prof_cuda_lost_cause_name(int cause)
+{
+    static const char *const names[PROF_CUDA_LOST_CAUSES_] = {
+        "unknown", "no CUDA context current", "event pool full (the GPU far behind) or "
+        "cuEventCreate failing", "cuEventRecord failed", "cuEventQuery failed",
+        "its CUDA context went away",
+    };
+
+    return cause > 0 && cause < PROF_CUDA_LOST_CAUSES_ ? names[cause] : names[0];
+}
 
 static int64_t ms_to_ns(float ms)
 {
@@ -75,13 +97,13 @@ static int64_t ms_to_ns(float ms)
     return (int64_t)(v < 0 ? v - 0.5 : v + 0.5);
 }
 
-void prof_cuda_submit(const prof_record_ *r)
+int prof_cuda_submit(const prof_record_ *r)
 {
     struct cuda_pair *p = (struct cuda_pair *)(uintptr_t)r->start;
     struct cuda_pool *pool;
 
     if (p == NULL)
-        return;
+        return -2 - (int)(r->end < PROF_CUDA_LOST_CAUSES_ ? r->end : PROF_CUDA_LOST_NONE);
     pool = p->pool;
     p->name = r->name;
     p->wait_gen = 0;
@@ -90,6 +112,7 @@ void prof_cuda_submit(const prof_record_ *r)
     pool->pend_tail = &p->next;
     pool->npend++;
     npending++;
+    return pool->device;
 }
 
 /* Drop every pending zone of a dead pool. The events are not destroyed:
@@ -97,7 +120,10 @@ void prof_cuda_submit(const prof_record_ *r)
 static void pool_drop_pending(struct cuda_pool *pool)
 {
     size_t n = pool->npend;
+    struct cuda_pair *p;
 
+    for (p = pool->pend_head; p != NULL; p = p->next)
+        lost_sink(lost_ctx, p->name, PROF_CUDA_LOST_CTX);
     prof_cuda_count_lost(n);
     prof_cuda_pool_forget(pool, pool->pend_head, (unsigned)n, 0);
     npending -= n;
@@ -318,6 +344,7 @@ static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uin
         } else {
             /* An event that failed may stay broken: do not reuse it. */
             prof_cuda_count_lost(1);
+            lost_sink(lost_ctx, p->name, PROF_CUDA_LOST_QUERY);
             p->next = NULL;
             prof_cuda_pool_forget(pool, p, 1, 1);
         }
@@ -337,18 +364,20 @@ static void pool_poll(struct cuda_pool *pool, prof_gpu_sink sink, void *ctx, uin
         pthread_mutex_lock(&pool->lock);
         last->next = pool->free;
         pool->free = pool->done;
+        pool->nfree += ndone;
         pthread_mutex_unlock(&pool->lock);
         pool->done = NULL;
     }
-    (void)ndone;
 }
 
-void prof_cuda_poll(prof_gpu_sink sink, void *ctx)
+void prof_cuda_poll(prof_gpu_sink sink, prof_gpu_lost_sink lost, void *ctx)
 {
     /* Acquire: pools[0..n) were published before npools. */
     unsigned n = __atomic_load_n(&prof_cuda_npools, __ATOMIC_ACQUIRE), i;
     uint64_t now;
 
+    lost_sink = lost;
+    lost_ctx = ctx;
     if (n == 0 || npending == 0 || driver_gone)
         return;
     now = prof_clock_now_ns();

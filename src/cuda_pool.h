@@ -11,7 +11,16 @@
 #include "prof.h"
 #include "cuda_driver.h"
 
-#define CUDA_POOL_MAX 4096u            /* event pairs per context */
+/* Event pairs per context, at most: the zones in flight (launched, not yet
+ * seen complete by the collector). 65,536 pairs hold 218 ms of zones at
+ * 300k zones/s; beyond that the GPU is far behind its launches and more
+ * events would only grow memory (docs/CUDA.md). */
+#define CUDA_POOL_MAX 65536u
+/* A refill that finds no free pair (and creates some) wakes the collector,
+ * which gives completed pairs back; at most once per CUDA_POOL_WAKE_EVERY
+ * pairs taken, so a GPU that is behind does not keep the collector
+ * spinning. */
+#define CUDA_POOL_WAKE_EVERY 256u
 #define CUDA_CACHE_BATCH 8u            /* pairs a thread takes from the pool at once */
 #define CUDA_CACHE_SLOTS 4             /* contexts a thread caches pairs for */
 #define CUDA_MEMO 4                    /* streams a thread remembers the context of */
@@ -36,9 +45,11 @@ struct cuda_pool {
     int device;                 /* immutable */
     int dead;                   /* atomic: the context went away */
 
-    pthread_mutex_t lock;       /* guards free, total */
+    pthread_mutex_t lock;       /* guards free, nfree, total, taken, taken_at_wake */
     struct cuda_pair *free;
+    unsigned nfree;             /* pairs on the free list */
     unsigned total;             /* pairs in existence (or being created) */
+    unsigned taken, taken_at_wake;  /* pairs taken by threads; at the last wake */
 
     /* Collector only (cuda_poll.c). */
     struct cuda_pair *pend_head, **pend_tail;

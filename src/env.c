@@ -106,14 +106,13 @@ int prof_parse_range(const char *s, uint64_t *first, uint64_t *last)
 
     *first = 0;
     *last = UINT64_MAX;
-    if (*s != '-') {
-        if ((err = parse_u64(s, &end, first)) != 0)
-            return err;
-        s = end;
-        if (*s == '\0') {
-            *last = *first;
-            return 0;
-        }
+    /* A starts the range: "-1" reads as a negative step, not as "0-1". */
+    if ((err = parse_u64(s, &end, first)) != 0)
+        return err;
+    s = end;
+    if (*s == '\0') {
+        *last = *first;
+        return 0;
     }
     if (*s++ != '-')
         return -EINVAL;
@@ -140,33 +139,13 @@ static int parse_switch(const char *s, int *out)
     return -EINVAL;
 }
 
-/* The value as it may appear in a message: printable ASCII, at most 60. */
-static void quote_value(char *buf, size_t size, const char *v)
-{
-    size_t n = 0;
-
-    for (; *v != '\0' && n + 5 < size; v++) {
-        unsigned char c = (unsigned char)*v;
-        if (n >= 60) {
-            memcpy(buf + n, "...", 3);
-            n += 3;
-            break;
-        }
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-            buf[n++] = (char)c;
-        else
-            n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
-    }
-    buf[n] = '\0';
-}
-
 static void bad_value(const char *name, const char *value, const char *expected,
                       const char *fallback)
 {
-    char q[80];
+    char q[PROF_LOG_QUOTE_SIZE];
 
-    quote_value(q, sizeof q, value);
-    prof_log("%s=\"%s\" is not valid (expected %s); using %s", name, q, expected, fallback);
+    prof_log("%s=\"%s\" is not valid (expected %s); using %s", name,
+             prof_log_quote(q, sizeof q, value), expected, fallback);
 }
 
 static char *dup_or_warn(const char *s)
@@ -256,6 +235,12 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
         else
             bad++, bad_value("PROF_SUMMARY_FORMAT", v, "text or json", "text");
     }
+    if ((v = lookup("PROF_SUMMARY_JSON")) != NULL) {
+        if (strcmp(v, "full") == 0)
+            cfg->summary_json_full = 1;
+        else if (strcmp(v, "window") != 0)
+            bad++, bad_value("PROF_SUMMARY_JSON", v, "window or full", "window");
+    }
     if ((v = lookup("PROF_BUFFER")) != NULL) {
         if (prof_parse_size(v, &n) == 0 && n >= PROF_BUFFER_MIN && n <= PROF_BUFFER_MAX) {
             /* Round up to a power of two so the ring can mask. */
@@ -299,6 +284,20 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
         else
             bad++, bad_value("PROF_NVTX", v, "0 or 1", "0");
     }
+    if ((v = lookup("PROF_GPU_CHECK")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->gpu_check_off = sw != PROF_SWITCH_ON;
+        else
+            bad++, bad_value("PROF_GPU_CHECK", v, "0 or 1", "1");
+    }
+    if ((v = lookup("PROF_NVML")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->nvml_off = sw != PROF_SWITCH_ON;
+        else
+            bad++, bad_value("PROF_NVML", v, "0 or 1", "1");
+    }
+    if ((v = lookup("PROF_NVML_LIB")) != NULL)
+        cfg->nvml_lib = dup_or_warn(v);
     if ((v = lookup("PROF_LIVE")) != NULL) {
         if (parse_switch(v, &sw) == 0)
             cfg->live = sw == PROF_SWITCH_ON;
@@ -341,6 +340,7 @@ void prof_config_clear(struct prof_config *cfg)
     free(cfg->summary_path);
     free(cfg->trace_path);
     free(cfg->cuda_lib);
+    free(cfg->nvml_lib);
     free(cfg->metrics_path);
     memset(cfg, 0, sizeof *cfg);
 }

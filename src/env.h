@@ -18,6 +18,7 @@ struct prof_config {
     uint64_t every_steps;        /* PROF_SUMMARY_EVERY=100steps: 0 = not by steps */
     uint64_t skip_steps;         /* PROF_SKIP_STEPS=N: warm-up left out of every statistic */
     int format;                  /* PROF_SUMMARY_FORMAT: PROF_FORMAT_TEXT or _JSON */
+    int summary_json_full;       /* PROF_SUMMARY_JSON=full: periodic JSON keeps "total" */
     uint64_t buffer;             /* PROF_BUFFER: ring records, a power of two */
     uint64_t buffer_warm;        /* of which resident from the start: all of a
                                     ring the user sized, else 32k */
@@ -28,6 +29,9 @@ struct prof_config {
     int cuda;                    /* PROF_CUDA: enum prof_cuda_mode */
     char *cuda_lib;              /* PROF_CUDA_LIB: driver library to dlopen, or NULL */
     int nvtx;                    /* PROF_NVTX=1 */
+    int gpu_check_off;           /* PROF_GPU_CHECK=0 */
+    int nvml_off;                /* PROF_NVML=0 */
+    char *nvml_lib;              /* PROF_NVML_LIB: NVML library to dlopen, or NULL */
     int live;                    /* PROF_LIVE: 1 (default) or 0 */
     int metrics;                 /* PROF_METRICS: enum prof_metrics_mode */
     char *metrics_path;          /* PROF_METRICS=PATH.prom, malloc'd, or NULL */

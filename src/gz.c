@@ -16,10 +16,12 @@
  * the CRC of the tail is combined from zlib's running CRC ahead of time. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gz.h"
+#include "log.h"
 
 /* zlib's z_stream (zlib.h), field for field. */
 typedef struct {
@@ -62,18 +64,28 @@ struct prof_gz {
 
 int prof_gz_load(const char **why)
 {
+    static const char dflt[] = "libz.so.1";
     static char msg[256];
     const char *lib = getenv("PROF_ZLIB_LIB");
     void *h;
 
     if (lib == NULL || lib[0] == '\0')
-        lib = "libz.so.1";
+        lib = dflt;
     if (!zl.tried) {
         zl.tried = 1;
         h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         if (h == NULL) {
             const char *e = dlerror();
-            strncpy(msg, e != NULL ? e : lib, sizeof msg - 1);
+            size_t n = strlen(lib);
+            char q[PROF_LOG_QUOTE_SIZE], r[PROF_LOG_QUOTE_SIZE];
+
+            /* The loader's reason starts with the name it was given: the
+             * name is said once, quoted, after its variable. */
+            if (e != NULL && strncmp(e, lib, n) == 0 && strncmp(e + n, ": ", 2) == 0)
+                e += n + 2;
+            snprintf(msg, sizeof msg, "%s\"%s\": %s", lib == dflt ? "" : "PROF_ZLIB_LIB=",
+                     prof_log_quote(q, sizeof q, lib),
+                     e != NULL ? prof_log_quote(r, sizeof r, e) : "cannot load it");
             zl.why = msg;
         } else {
             *(void **)&zl.deflateInit2_ = dlsym(h, "deflateInit2_");

@@ -144,11 +144,71 @@ static void deliver(const char *msg)
     }
 }
 
+static size_t quote_width(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? 1 : 4;
+}
+
+static size_t quote_byte(char *out, unsigned char c)
+{
+    if (quote_width(c) == 1) {
+        *out = (char)c;
+        return 1;
+    }
+    snprintf(out, 5, "\\x%02x", c);
+    return 4;
+}
+
+const char *prof_log_quote(char *buf, size_t size, const char *v)
+{
+    const unsigned char *s = (const unsigned char *)(v != NULL ? v : "(null)");
+    size_t len = strlen((const char *)s), need = 0, room = size - 1, head = room, from = len;
+    size_t n = 0;
+
+    for (size_t i = 0; i < len; i++)
+        need += quote_width(s[i]);
+    if (need > room) {
+        /* About 3/5 of the room for the head, the rest for the tail. */
+        size_t tail;
+
+        head = (room - 3) * 3 / 5;
+        tail = room - 3 - head;
+        while (from > 0 && quote_width(s[from - 1]) <= tail)
+            tail -= quote_width(s[--from]);
+    }
+    for (size_t i = 0; i < len && n + quote_width(s[i]) <= head; i++)
+        n += quote_byte(buf + n, s[i]);
+    if (need > room) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+        for (size_t i = from; i < len; i++)
+            n += quote_byte(buf + n, s[i]);
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Whatever a message echoes, no control byte reaches the terminal or a
+ * log: a value that missed prof_log_quote still shows as \xNN. */
 __attribute__((format(printf, 1, 0))) static void log_va(const char *fmt, va_list ap)
 {
-    char msg[1024];
+    char raw[1024], msg[1024];
+    size_t n = 0;
 
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    for (const unsigned char *p = (const unsigned char *)raw; *p != '\0'; p++) {
+        if (*p >= 0x20 && *p != 0x7f) {
+            if (n + 1 >= sizeof msg)
+                break;
+            msg[n++] = (char)*p;
+        } else {
+            if (n + 4 >= sizeof msg)
+                break;
+            snprintf(msg + n, 5, "\\x%02x", *p);
+            n += 4;
+        }
+    }
+    msg[n] = '\0';
     log_message(msg);
 }
 

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "loss.h"
 #include "registry.h"
+#include "zone.h"
 
 static struct prof_loss run, win;
 /* The window's number: a thread whose loss_window is this one lost
@@ -87,14 +88,22 @@ int prof_loss_thread_lossy(const struct prof_thread *t)
     return t->loss_window == window_gen;
 }
 
+/* Counted by the zone path, outside the collector (zone.h). */
+static uint64_t lanes_at_window, lanes_at_reset;
+
 const struct prof_loss *prof_loss_get(int window)
 {
+    uint64_t lanes = __atomic_load_n(&prof_lanes_shared, __ATOMIC_RELAXED);
+
+    run.lanes_shared = lanes - lanes_at_reset;
+    win.lanes_shared = lanes - lanes_at_window;
     return window ? &win : &run;
 }
 
 void prof_loss_window_reset(void)
 {
     memset(&win, 0, sizeof win);
+    lanes_at_window = __atomic_load_n(&prof_lanes_shared, __ATOMIC_RELAXED);
     window_gen++;
     said = 0;
 }
@@ -104,5 +113,6 @@ void prof_loss_reset(void)
     prof_loss_window_reset();
     said_ns = 0;
     memset(&run, 0, sizeof run);
+    lanes_at_reset = lanes_at_window;
     /* Threads whose loss_window is an old number have lost nothing since. */
 }

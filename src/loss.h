@@ -20,6 +20,9 @@ struct prof_loss {
     uint64_t buffer_hint;       /* a PROF_BUFFER (records) that would have
                                    kept the largest loss of one drain */
     uint32_t threads;           /* threads that lost records */
+    uint64_t lanes_shared;      /* asyncio tasks that found every lane in
+                                   use (zone.h): not a loss of records, but
+                                   their self time and placement may mix */
 };
 
 /* A drain of t found `lost` more records dropped by its full ring; the

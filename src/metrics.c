@@ -31,6 +31,7 @@
 #include "prof.h"
 #include "env.h"
 #include "fdio.h"
+#include "gpu_busy.h"
 #include "json.h"
 #include "live.h"
 #include "log.h"
@@ -215,6 +216,7 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
     process_metric(b, "# HELP prof_stages_folded Stages left out of the per-stage metrics.\n"
                       "# TYPE prof_stages_folded gauge\nprof_stages_folded", r_only,
                    s->table.folded);
+    prof_gpu_metrics(b, s->rank >= 0 ? s->rank : 0);    /* GPU busy, NVML (gpu_busy.h) */
     free(paths);
     prof_buf_free(&names);
 }

@@ -92,26 +92,56 @@ static size_t state_size(void)
 }
 
 /* Free slots (registry.h): a stack whose head word is the slot's address
- * (page-aligned) with a 12-bit tag in the low bits, advanced at every push
- * and pop, so that a pop that read a stale `free_next` fails its compare
- * instead of taking a slot in use. Pushed by the collector, popped by
- * attaching threads, no lock: a slot is never unmapped, so reading the
- * `free_next` of a slot another thread has just taken is harmless. */
-#define SLOT_TAG 0xfffu
+ * with a 28-bit tag, advanced at every push and pop, so that a pop that
+ * read a stale `free_next` fails its compare instead of taking a slot in
+ * use. The tag lives where the address has no bits: the low 12 (slots are
+ * page-aligned) and the high 16 (user addresses lie below 2^48 on x86-64
+ * and arm64 unless a mapping asks for more, which prof's never do; a slot
+ * that lay higher would be retired, not listed).
+ *
+ * Why 28 bits suffice: a pop goes wrong only if, between its read of the
+ * head and its compare, the head comes back to the same slot with the
+ * same tag, that is after exactly a multiple of 2^28 pushes and pops. A
+ * push is a thread's exit handled by the collector, a pop a thread's
+ * start: 268 million thread lifetimes (over half an hour of nothing but
+ * creating threads, at some 10 us each) while one attaching thread sits
+ * between two instructions. The 12 bits it had were 4,096 lifetimes, a
+ * few tens of milliseconds of a thread pool's churn.
+ *
+ * Pushed by the collector, popped by attaching threads, no lock: a slot
+ * is never unmapped, so reading the `free_next` of a slot another thread
+ * has just taken is harmless. */
+#define SLOT_TAG_LOW 0xfffu
+#define SLOT_TAG_BITS 28
+#define SLOT_ADDR_TOP ((uint64_t)1 << 48)
+#define SLOT_ADDR_MASK ((SLOT_ADDR_TOP - 1) & ~(uint64_t)SLOT_TAG_LOW)
 static uint64_t free_slots;
+
+/* The head word after h with t on top: t's address, h's tag plus one. */
+static uint64_t slot_head(const struct prof_thread *t, uint64_t h)
+{
+    uint64_t tag = ((h & SLOT_TAG_LOW) | (h >> 48) << 12) + 1;
+
+    tag &= ((uint64_t)1 << SLOT_TAG_BITS) - 1;
+    return (uint64_t)(uintptr_t)t | (tag & SLOT_TAG_LOW) | (tag >> 12) << 48;
+}
+
+static struct prof_thread *slot_at(uint64_t h)
+{
+    return (struct prof_thread *)(uintptr_t)(h & SLOT_ADDR_MASK);
+}
 
 static struct prof_thread *slot_take(void)
 {
     uint64_t h = __atomic_load_n(&free_slots, __ATOMIC_ACQUIRE);
 
     for (;;) {
-        struct prof_thread *t = (struct prof_thread *)(uintptr_t)(h & ~(uint64_t)SLOT_TAG);
+        struct prof_thread *t = slot_at(h);
         uint64_t next;
 
         if (t == NULL)
             return NULL;
-        next = (uint64_t)(uintptr_t)__atomic_load_n(&t->free_next, __ATOMIC_RELAXED) |
-               ((h + 1) & SLOT_TAG);
+        next = slot_head(__atomic_load_n(&t->free_next, __ATOMIC_RELAXED), h);
         if (__atomic_compare_exchange_n(&free_slots, &h, next, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_ACQUIRE))
             return t;
@@ -123,12 +153,30 @@ static void slot_give(struct prof_thread *t)
     uint64_t h = __atomic_load_n(&free_slots, __ATOMIC_RELAXED), next;
 
     do {
-        __atomic_store_n(&t->free_next,
-                         (struct prof_thread *)(uintptr_t)(h & ~(uint64_t)SLOT_TAG),
-                         __ATOMIC_RELAXED);
-        next = (uint64_t)(uintptr_t)t | ((h + 1) & SLOT_TAG);
+        __atomic_store_n(&t->free_next, slot_at(h), __ATOMIC_RELAXED);
+        next = slot_head(t, h);
     } while (!__atomic_compare_exchange_n(&free_slots, &h, next, 0, __ATOMIC_RELEASE,
                                           __ATOMIC_RELAXED));
+}
+
+uint64_t prof_slots_retired;
+
+/* A slot whose generations are spent (or that the head word cannot hold)
+ * is never handed out again: a zone of any of its past threads could
+ * otherwise match a later one (registry.h). It keeps its page, so that
+ * such a zone's end still reads a slot, which refuses it (the generation
+ * differs, and `exited` stays set); what only a live thread uses goes
+ * back to the system. */
+static void slot_retire(struct prof_thread *t)
+{
+    if (t->levels != NULL)
+        munmap(t->levels, sizeof *t->levels);
+    t->levels = NULL;
+    if (t->child != NULL)
+        munmap(t->child, t->child_cap * sizeof *t->child);
+    t->child = NULL;
+    t->child_cap = 0;
+    __atomic_fetch_add(&prof_slots_retired, 1, __ATOMIC_RELAXED);
 }
 
 /* A slot for a new thread: a freed one, cleared but for what it keeps
@@ -263,13 +311,20 @@ void prof_registry_mark_foreign(struct prof_thread_ *owner, uint32_t gen, uint32
     if ((uint16_t)(__atomic_load_n(&owner->depth, __ATOMIC_SEQ_CST) >> PROF_DEPTH_GEN_SHIFT_) ==
             (uint16_t)gen &&
         !__atomic_load_n(&t->exited, __ATOMIC_ACQUIRE)) {
+        /* The bit before the flag, both seq_cst: the owner that clears
+         * the flag and reads it set sees the bit (zone.c's take_foreign). */
         __atomic_fetch_or(&t->levels->foreign[depth / 64], (uint64_t)1 << (depth % 64),
-                          __ATOMIC_RELEASE);
-        __atomic_store_n(&owner->foreign, 1, __ATOMIC_RELEASE);
-        /* Send the owner's next open or close out of line, where it reads
-         * the foreign bits. An owner that stores its depth in the same
-         * instant may overwrite the flag; the collector sets it again
-         * (prof_registry_repair_pending), so it is never lost for long. */
+                          __ATOMIC_SEQ_CST);
+        /* The flag is what makes this end take effect: the owner's every
+         * open tests it (prof_impl.h), and only the owner clears it, so
+         * once this end has returned, the owner's next zone opens out of
+         * line, gives the level back and opens at its own level. */
+        __atomic_store_n(&owner->foreign, 1, __ATOMIC_SEQ_CST);
+        /* A hint: sends the owner's next close out of line too. The
+         * owner's own stores of its depth may overwrite it (they are not
+         * read-modify-writes, to keep the fast path cheap), so nothing
+         * relies on it; the collector sets it again meanwhile
+         * (prof_registry_repair_pending). */
         __atomic_fetch_or(&owner->depth, PROF_DEPTH_REPAIR_, __ATOMIC_RELAXED);
     }
     __atomic_sub_fetch(&t->enders, 1, __ATOMIC_SEQ_CST);
@@ -295,11 +350,13 @@ int prof_thread_set_name(const char *interned)
 
 void prof_thread_free(struct prof_thread *t)
 {
+    uint32_t word;
+
     if (t == NULL)
         return;
     /* The new generation first: an end from another thread that has not
      * yet compared it now fails the compare; one that has is waited for. */
-    __atomic_add_fetch(&t->hot.depth, 1u << PROF_DEPTH_GEN_SHIFT_, __ATOMIC_SEQ_CST);
+    word = __atomic_add_fetch(&t->hot.depth, 1u << PROF_DEPTH_GEN_SHIFT_, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&t->enders, __ATOMIC_SEQ_CST) != 0)
         sched_yield();
     if (t->hot.ring != NULL)
@@ -308,6 +365,14 @@ void prof_thread_free(struct prof_thread *t)
     if (t->dead_count != 0 || t->hot.foreign != 0) {
         memset(t->levels->dead, 0, sizeof t->levels->dead);
         memset(t->levels->foreign, 0, sizeof t->levels->foreign);
+    }
+    /* Generations run from 1 to 0xffff: past the last, the slot retires
+     * rather than come back to a generation its past threads' zones
+     * still hold (1 slot per 65,535 thread lifetimes). 0 is never a live
+     * generation. */
+    if (word >> PROF_DEPTH_GEN_SHIFT_ == 0 || (uint64_t)(uintptr_t)t >= SLOT_ADDR_TOP) {
+        slot_retire(t);
+        return;
     }
     if (t->child != NULL)
         memset(t->child, 0, t->child_cap * sizeof *t->child);

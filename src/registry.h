@@ -38,7 +38,11 @@ struct prof_levels {
  * ring back, and its slot goes to a free list with its generation
  * advanced, to be taken by a later thread. So a zone's `thread` pointer
  * always points at a slot, and its `gen` says whether the slot still holds
- * the thread that began it. */
+ * the thread that began it. Generations run from 1 to 0xffff (the 16 bits
+ * a zone has room for) and never wrap: a slot whose last generation has
+ * exited is retired, never handed out again (its page stays, its level
+ * tables and ring go), so no zone of a past thread ever matches a live
+ * one. That costs a page per 65,535 thread lifetimes. */
 #define PROF_THREAD_SIDES_ 2
 
 struct prof_thread {
@@ -116,6 +120,9 @@ void prof_registry_repair_pending(struct prof_thread *t);
  * registry). */
 extern uint64_t prof_records_unattached;
 
+/* Slots retired after their last generation (atomic). */
+extern uint64_t prof_slots_retired;
+
 /* Number of threads that ever attached, and that are attached now. */
 extern uint64_t prof_threads_seen;
 
@@ -124,7 +131,8 @@ extern uint64_t prof_threads_seen;
 int prof_thread_set_name(const char *interned);
 
 /* Give back an exited thread's ring and put its slot on the free list
- * with a new generation (the collector, after its last drain). */
+ * with a new generation, or retire it after its last (the collector,
+ * after its last drain). */
 void prof_thread_free(struct prof_thread *t);
 
 /* In a forked child: every other thread is gone, and the calling thread's

@@ -2,6 +2,7 @@
  * output floor's list, installed by the floor above (start.c). */
 #include <stddef.h>
 
+#include "gpu_busy.h"
 #include "live.h"
 #include "registry.h"
 #include "sink.h"
@@ -15,6 +16,7 @@ static const struct prof_sink *const all[] = {
     &prof_stats_sink,            /* stages, paths, counters, marks */
     &prof_trace_sink,            /* PROF_TRACE */
     &prof_live_sink,             /* PROF_LIVE, PROF_METRICS */
+    &prof_gpu_busy_sink,         /* GPU busy share, NVML, the bottleneck check */
     NULL,
 };
 

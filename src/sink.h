@@ -19,6 +19,7 @@ struct prof_thread;
  * (registry.h, stats.h): one per sink that keeps state of its own. */
 enum {
     PROF_SIDE_TRACE,
+    PROF_SIDE_GPU,               /* gpu_busy.c */
     PROF_SIDES_
 };
 
@@ -48,6 +49,13 @@ struct prof_sink {
      * on the CPU clock. */
     void (*gpu_zone)(struct prof_stage *gpu, struct prof_stage *cpu, int device,
                      uint64_t stream, uint64_t start_ns, uint64_t end_ns);
+    /* A CUDA zone's record of t was taken: its GPU side runs on device
+     * (-1: the driver did not say), or was lost on the application thread
+     * (-2 - its cause, enum prof_cuda_lost_cause). */
+    void (*gpu_launch)(struct prof_thread *t, const char *raw_name, int device);
+    /* A GPU side lost on the collector's side (cuda_poll.c), counted for
+     * the stage raw_name with its cause (enum prof_cuda_lost_cause). */
+    void (*gpu_lost)(const char *raw_name, int cause);
     /* t has exited, its last records taken: forget it. */
     void (*thread_gone)(struct prof_thread *t);
     /* s is about to be freed (prof_reset, PROF_SKIP_STEPS, fork). */

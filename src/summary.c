@@ -9,6 +9,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "env.h"
+#include "gpu_busy.h"
 #include "loss.h"
 #include "process.h"
 #include "registry.h"
@@ -118,6 +119,11 @@ static void loss_footer(struct prof_buf *b, const struct view *v)
     const struct prof_loss *l = prof_loss_get(v->window);
     char hint[24], behind[24];
 
+    if (l->lanes_shared != 0)
+        prof_buf_printf(b, "* mixed: %llu asyncio task%s found all %u lanes in use and shared "
+                        "%s thread's nesting and trace track\n",
+                        (unsigned long long)l->lanes_shared, l->lanes_shared == 1 ? "" : "s",
+                        PROF_LANES_MAX_, l->lanes_shared == 1 ? "its" : "their");
     if (l->records == 0)
         return;
     prof_loss_size(hint, sizeof hint, l->buffer_hint);
@@ -330,9 +336,13 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         const struct prof_loss *l = prof_loss_get(v->window);
 
         prof_buf_printf(b, "],\"loss\":{\"records\":%llu,\"threads\":%u,\"behind_ns\":%llu,"
-                        "\"buffer_hint\":%llu}}", (unsigned long long)l->records, l->threads,
-                        (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint);
+                        "\"buffer_hint\":%llu,\"lanes_shared\":%llu}",
+                        (unsigned long long)l->records, l->threads,
+                        (unsigned long long)l->behind_ns, (unsigned long long)l->buffer_hint,
+                        (unsigned long long)l->lanes_shared);
     }
+    prof_gpu_summary_json(b, v->window, v->wall_ns);    /* ,"gpus":[...] (gpu_busy.h) */
+    prof_buf_puts(b, "}");
 }
 
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
@@ -389,7 +399,11 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
             section_json(b, &rows, &win);
             prof_rows_free(&rows);
         }
-        if (prof_stats_rows(&rows, 0, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {
+        /* A periodic line holds its window only: the whole run's section
+         * (every stage's histogram since the start) made a 1-step summary
+         * of 32 stages 128 KB. PROF_SUMMARY_JSON=full keeps it. */
+        if ((kind != PROF_KIND_PERIODIC || prof_config_get()->summary_json_full) &&
+            prof_stats_rows(&rows, 0, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {
             prof_buf_puts(b, ",\"total\":");
             section_json(b, &rows, &run);
             prof_rows_free(&rows);
@@ -398,6 +412,7 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
         return;
     }
     header_text(b, kind, shown, run.wall_ns);
+    prof_gpu_summary_text(b, shown->window, shown->wall_ns);
     if (prof_stats_rows(&rows, shown->window, PROF_SUMMARY_MAX_ROWS) != 0) {
         prof_buf_puts(b, "(out of memory building the table)\n");
         return;

@@ -87,6 +87,9 @@ static int pad_pages;            /* plain JSON: events kept off page boundaries 
 /* Buffer length up to which room() says yes without looking: the next
  * look at the writer's failure and the size limit (every 4 KB). */
 static size_t stop_at;
+static size_t within_len;        /* buffer length at the last look within the size limit */
+
+static int cap_look(void);
 
 /* ts as written: ns since the origin, never 0 (viewers treat 0 as unset). */
 static uint64_t rel(uint64_t ns)
@@ -163,6 +166,8 @@ void prof_trace_flush(void)
     event_place();
     if (!prof_trace_out_is_open())
         return;
+    /* No batch goes out past the limit (the note comes with it). */
+    cap_look();
     /* Checked before the length: a buffer whose first allocation failed
      * is empty and failed. */
     if (buf.failed) {
@@ -175,6 +180,7 @@ void prof_trace_flush(void)
         return;
     }
     stop_at = 0;
+    within_len = 0;
     if (buf.len == 0)
         return;
     text_out += buf.len;
@@ -212,7 +218,14 @@ static void header(void)
     const struct prof_process *p = prof_process_get();
     char name[128];
 
-    if (p->rank >= 0)
+    /* A forked worker (a DataLoader's) says whose: tools tell it from a
+     * rank by args.prof.forked_from (prof-merge compares only ranks). */
+    if (prof_rt.forked_from && p->rank >= 0)
+        snprintf(name, sizeof name, "%s (rank %d, worker of pid %u)", p->program, p->rank,
+                 prof_rt.forked_from);
+    else if (prof_rt.forked_from)
+        snprintf(name, sizeof name, "%s (worker of pid %u)", p->program, prof_rt.forked_from);
+    else if (p->rank >= 0)
         snprintf(name, sizeof name, "%s (rank %d)", p->program, p->rank);
     else
         snprintf(name, sizeof name, "%s", p->program);
@@ -228,8 +241,11 @@ static void header(void)
         prof_buf_puts(&buf, "null");
     prof_buf_puts(&buf, ",\"host\":");
     prof_buf_json_string(&buf, p->host);
-    prof_buf_printf(&buf, ",\"pid\":%d,\"realtime_minus_monotonic_ns\":%lld,\"ts_origin_ns\":",
-                    p->pid, (long long)prof_clock_realtime_offset_ns());
+    prof_buf_printf(&buf, ",\"pid\":%d,", p->pid);
+    if (prof_rt.forked_from)
+        prof_buf_printf(&buf, "\"forked_from\":%u,", prof_rt.forked_from);
+    prof_buf_printf(&buf, "\"realtime_minus_monotonic_ns\":%lld,\"ts_origin_ns\":",
+                    (long long)prof_clock_realtime_offset_ns());
     prof_buf_u64(&buf, origin_ns);
     prof_buf_puts(&buf, "}}}");
     metadata("process_sort_index", (uint32_t)p->pid, "sort_index", NULL,
@@ -251,7 +267,7 @@ int prof_trace_open(void)
     if ((err = prof_trace_out_open(path)) != 0)
         return err;
     state = ON;
-    stop_at = 0;
+    stop_at = within_len = 0;
     gen++;
     pad_pages = !prof_trace_out_is_gz();
     text_out = nevents = nonfinite = 0;
@@ -291,6 +307,9 @@ struct trace_thread {
     uint64_t first[PROF_MAX_DEPTH_ + 1];
     uint64_t floor[PROF_MAX_DEPTH_ + 1];
     uint32_t depth;              /* deepest depth with a first */
+    struct trace_lane *lanes;    /* per lane of the thread seen: its track */
+    uint32_t nlanes;
+    uint32_t track;              /* the thread's own track (thread_track) */
 };
 
 static struct trace_thread *trace_threads;
@@ -330,12 +349,44 @@ static struct trace_stage *tstage(struct prof_stage *s)
     return ts;
 }
 
+/* A thread's track: its kernel tid, which viewers and other tools show,
+ * unless an earlier thread of this process had it (the kernel hands tids
+ * out again after pid_max of them, 32,768 on many systems): then a tid of
+ * its own from THREAD_TID_BASE up, never reused, so that two threads
+ * never share a track. Kernel tids lie below 2^22 (PID_MAX_LIMIT): a bit
+ * each, 512 KB of address space of which a page per 32,768 tids is
+ * touched. Forgotten in a forked child, whose trace is its own. */
+#define THREAD_TID_BASE 1200000000u
+#define KERNEL_TIDS (1u << 22)
+static uint64_t *tids_seen;
+static uint32_t thread_tids;     /* tracks handed out past a reused tid */
+
+static uint32_t thread_track(const struct prof_thread *t, struct trace_thread *tt)
+{
+    uint32_t tid = t->tid;
+
+    if (tt->track != 0)
+        return tt->track;
+    if (tids_seen == NULL)
+        tids_seen = calloc(KERNEL_TIDS / 64, sizeof *tids_seen);
+    if (tid < KERNEL_TIDS && tids_seen != NULL) {
+        uint64_t bit = (uint64_t)1 << (tid % 64);
+
+        if (tids_seen[tid / 64] & bit)
+            tid = THREAD_TID_BASE + 1 + thread_tids++ % (300000000u - 1);
+        else
+            tids_seen[tid / 64] |= bit;
+    }
+    return tt->track = tid;
+}
+
 static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t,
                                                         struct trace_thread *tt, const char *name)
 {
     /* The process's main thread is the one whose tid is the pid, whichever
      * thread recorded first; it sorts first. */
     int is_main = t->tid == (uint32_t)prof_process_get()->pid;
+    uint32_t tid = thread_track(t, tt);
     long sort = is_main ? 0 : (long)t->index + 1;
     char fallback[32];
 
@@ -344,14 +395,14 @@ static void __attribute__((noinline)) thread_meta_write(struct prof_thread *t,
             snprintf(fallback, sizeof fallback, "main");
         else
             snprintf(fallback, sizeof fallback, "thread %u", t->index);
-        metadata("thread_name", t->tid, "name", fallback, 0);
-        metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
+        metadata("thread_name", tid, "name", fallback, 0);
+        metadata("thread_sort_index", tid, "sort_index", NULL, sort);
         tt->named = prof_intern(fallback);
         return;
     }
-    metadata("thread_name", t->tid, "name", name, 0);
+    metadata("thread_name", tid, "name", name, 0);
     if (tt->named == NULL)
-        metadata("thread_sort_index", t->tid, "sort_index", NULL, sort);
+        metadata("thread_sort_index", tid, "sort_index", NULL, sort);
     tt->named = name;
 }
 
@@ -365,30 +416,57 @@ static inline void thread_meta(struct prof_thread *t, struct trace_thread *tt)
         thread_meta_write(t, tt, name);
 }
 
-static int __attribute__((noinline)) room_look(void)
+/* PROF_TRACE_MAX_MB is a promise: a plain JSON file ends no larger than
+ * the limit. Each look (every 4 KB of text, and before each batch goes
+ * out) counts the text so far plus what ending the trace still adds (the
+ * note, the page padding it may get, the closing "\n]\n"); a look that
+ * finds that past the limit takes the buffer back to the previous look's
+ * length, an event boundary that was within it, and ends the trace there
+ * with the note. For .gz the compressed size is known only per batch, so
+ * the text counts at the compression ratio so far: within one batch. */
+#define CAP_NOTE_MAX 256u
+#define CAP_RESERVE (PAGE + CAP_NOTE_MAX + 3u)
+
+/* Nonzero when the limit is reached: the trace then ends with its note
+ * (state CAPPED), the caller flushes. */
+static int cap_look(void)
 {
     const struct prof_config *cfg = prof_config_get();
+    uint64_t mb = cfg->trace_max_bytes / (1024 * 1024), need;
 
+    if (!cfg->trace_max_bytes || state != ON)
+        return 0;
+    event_place();
+    need = (uint64_t)((double)(text_out + buf.len) * prof_trace_out_ratio()) +
+           (pad_pages ? CAP_RESERVE : 0);
+    if (need <= cfg->trace_max_bytes) {
+        within_len = buf.len;
+        return 0;
+    }
+    if (within_len < buf.len) {
+        buf.len = within_len;
+        open_event = SIZE_MAX;
+    }
+    event_start();
+    prof_buf_printf(&buf, "\"name\":\"prof: trace size limit reached (%llu MB); later "
+                    "events not recorded\",\"cat\":\"prof\",", (unsigned long long)mb);
+    common("i", (uint32_t)prof_process_get()->pid);
+    prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
+    prof_buf_us(&buf, rel(prof_clock_now_ns()));
+    prof_buf_puts(&buf, "}");
+    prof_log("trace %s: size limit of %llu MB reached; later events are not recorded "
+             "(PROF_TRACE_MAX_MB)", path, (unsigned long long)mb);
+    state = CAPPED;
+    return 1;
+}
+
+static int __attribute__((noinline)) room_look(void)
+{
     if (state == ON && prof_trace_out_failed())
         state = OFF;
     if (state != ON)
         return 0;
-    /* The limit counts bytes on disk: text not yet compressed counts at
-     * the compression ratio so far. */
-    if (cfg->trace_max_bytes &&
-        (uint64_t)((double)(text_out + buf.len) * prof_trace_out_ratio()) >=
-            cfg->trace_max_bytes) {
-        uint64_t mb = cfg->trace_max_bytes / (1024 * 1024);
-        event_start();
-        prof_buf_printf(&buf, "\"name\":\"prof: trace size limit reached (%llu MB); later "
-                        "events not recorded\",\"cat\":\"prof\",", (unsigned long long)mb);
-        common("i", (uint32_t)prof_process_get()->pid);
-        prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
-        prof_buf_us(&buf, rel(prof_clock_now_ns()));
-        prof_buf_puts(&buf, "}");
-        prof_log("trace %s: size limit of %llu MB reached; later events are not recorded "
-                 "(PROF_TRACE_MAX_MB)", path, (unsigned long long)mb);
-        state = CAPPED;
+    if (cap_look()) {
         prof_trace_flush();
         return 0;
     }
@@ -631,39 +709,57 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *ra
         return;
     prof_trace_place(t, depth, &start_ns, &end_ns);
     thread_meta(t, tt);
-    zone_event(s, raw, 0, t->tid, rel(start_ns), end_ns - start_ns);
+    zone_event(s, raw, 0, thread_track(t, tt), rel(start_ns), end_ns - start_ns);
 }
 
-/* Lane tracks: tid LANE_TID_BASE + (thread index, lane), named once per
- * trace file (lane_named, by generation of the file). */
+/* Lane tracks (an asyncio task's zones, prof_impl.h): each (thread, lane)
+ * gets a tid of its own from LANE_TID_BASE up, in the order they first
+ * record, never reused while the process lives. (The thread's index
+ * masked into the tid, as before, wrapped after 16,384 threads and drew
+ * later threads' tasks on earlier ones' tracks.) 647 million tracks fit
+ * below 2^31 (viewers read tids as 32-bit signed); past that they would
+ * start again. Named once per trace file. */
 #define LANE_TID_BASE 1500000000u
-static struct prof_map lane_named;
-static uint64_t lane_named_gen;
+#define LANE_TIDS (0x7fffffffu - LANE_TID_BASE)
+struct trace_lane {
+    uint32_t tid;                /* 0: none yet */
+    uint32_t named;              /* the trace file (gen) it was named in */
+};
+static uint32_t lane_tids;       /* tracks handed out */
 
-static uint32_t lane_track(struct prof_thread *t, uint32_t lane)
+static uint32_t lane_track(struct prof_thread *t, struct trace_thread *tt, uint32_t lane)
 {
-    uint32_t tid = LANE_TID_BASE + ((t->index & 0x3fffu) << 12 | (lane & 0xfffu));
     const char *tname = __atomic_load_n(&t->name, __ATOMIC_RELAXED);
+    struct trace_lane *l;
     char name[96];
 
-    if (lane_named_gen != gen) {
-        prof_map_clear(&lane_named);
-        lane_named_gen = gen;
+    if (lane >= tt->nlanes) {
+        uint32_t n = tt->nlanes ? tt->nlanes : 8;
+
+        while (n <= lane)
+            n *= 2;
+        if ((l = realloc(tt->lanes, n * sizeof *l)) == NULL)
+            return LANE_TID_BASE;   /* placed on a shared track */
+        memset(l + tt->nlanes, 0, (n - tt->nlanes) * sizeof *l);
+        tt->lanes = l;
+        tt->nlanes = n;
     }
-    if (prof_map_get(&lane_named, tid) != NULL)
-        return tid;
-    if (prof_map_put(&lane_named, tid, (void *)1) != 0)
-        return tid;   /* unnamed, but placed */
+    l = &tt->lanes[lane];
+    if (l->tid == 0)
+        l->tid = LANE_TID_BASE + 1 + lane_tids++ % LANE_TIDS;
+    if (l->named == (uint32_t)gen)
+        return l->tid;
+    l->named = (uint32_t)gen;
     if (tname != NULL)
         snprintf(name, sizeof name, "%.60s task %u", tname, lane);
     else if (t->tid == (uint32_t)prof_process_get()->pid)
         snprintf(name, sizeof name, "main task %u", lane);
     else
         snprintf(name, sizeof name, "thread %u task %u", t->index, lane);
-    metadata("thread_name", tid, "name", name, 0);
-    metadata("thread_sort_index", tid, "sort_index", NULL,
+    metadata("thread_name", l->tid, "name", name, 0);
+    metadata("thread_sort_index", l->tid, "sort_index", NULL,
              ((long)t->index + 1) * 4096 + (long)lane);
-    return tid;
+    return l->tid;
 }
 
 void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stage *s,
@@ -675,7 +771,7 @@ void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stag
     if (!room() || (tt = tthread(t)) == NULL)
         return;
     thread_meta(t, tt);
-    tid = lane_track(t, lane);
+    tid = lane_track(t, tt, lane);
     zone_event(s, raw, 0, tid, rel(start_ns), dur_ns);
 }
 
@@ -749,7 +845,7 @@ void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat
     prof_buf_puts(&buf, "\"name\":");
     prof_buf_json_string(&buf, name ? name : "(null)");
     prof_buf_printf(&buf, ",\"cat\":\"%s\",", cat);
-    common("i", t->tid);
+    common("i", thread_track(t, tt));
     prof_buf_puts(&buf, ",\"s\":\"t\",\"ts\":");
     prof_buf_us(&buf, rel(ts));
     if (step >= 0)
@@ -808,8 +904,11 @@ void prof_trace_forget_parent(void)
     for (tt = trace_threads, trace_threads = NULL; tt != NULL; tt = next) {
         next = tt->next;
         tt->thread->side[PROF_SIDE_TRACE] = NULL;
+        free(tt->lanes);
         free(tt);
     }
+    free(tids_seen);
+    tids_seen = NULL;
     /* Opened on the child's first record (prof_trace_open from the
      * runtime's fork setup), and only with its own %p name: a child that
      * execs leaves no file. CAPPED keeps a child without %p off for good. */
@@ -883,6 +982,7 @@ static void sink_thread_gone(struct prof_thread *t)
     while (*link != tt)
         link = &(*link)->next;
     *link = tt->next;
+    free(tt->lanes);
     free(tt);
     t->side[PROF_SIDE_TRACE] = NULL;
 }

@@ -33,10 +33,22 @@
 #include <string.h>
 
 #include "prof.h"
+#include "log.h"
 #include "registry.h"
 #include "zone.h"
 
 uint64_t prof_zones_foreign;
+uint64_t prof_lanes_shared;
+static int lanes_said;
+
+PROF_API void prof_lane_shared_(void)
+{
+    __atomic_fetch_add(&prof_lanes_shared, 1, __ATOMIC_RELAXED);
+    prof_log_once(&lanes_said, "more than %u asyncio tasks (or other contexts) are open at "
+                  "once: the others share their thread's nesting and trace track, where "
+                  "their self times and placement may mix (counted in the summary)",
+                  PROF_LANES_MAX_);
+}
 
 static inline struct prof_thread *slot_of(struct prof_thread_ *t)
 {
@@ -95,12 +107,13 @@ static void take_foreign(struct prof_thread_ *t, uint32_t top)
     struct prof_thread *s = slot_of(t);
     uint32_t span = level_span(top, s->lo);
 
-    if (__atomic_load_n(&t->foreign, __ATOMIC_RELAXED) == 0)
+    /* Acquire, on the exchange that clears the flag: a flag read as set
+     * makes that ender's bits visible to the reads below; a mark that
+     * sets the flag after the exchange is taken on the next slow path,
+     * which the flag (tested by every open) forces. */
+    if (__atomic_load_n(&t->foreign, __ATOMIC_RELAXED) == 0 ||
+        __atomic_exchange_n(&t->foreign, 0, __ATOMIC_SEQ_CST) == 0)
         return;
-    __atomic_store_n(&t->foreign, 0, __ATOMIC_RELAXED);
-    /* The flag is cleared before the words are read: a mark that lands
-     * after the read sets the flag again. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     for (uint32_t w = 0; w < PROF_LEVEL_WORDS_; w++) {
         uint64_t bits;
 

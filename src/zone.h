@@ -8,4 +8,9 @@
  * (atomic; the collector reports them with the other losses). */
 extern uint64_t prof_zones_foreign;
 
+/* Contexts (asyncio tasks) that found all PROF_LANES_MAX_ lanes in use
+ * and recorded in their thread's own nesting instead (atomic; said once
+ * on the log, and in the summary with the losses). */
+extern uint64_t prof_lanes_shared;
+
 #endif

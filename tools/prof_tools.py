@@ -533,6 +533,10 @@ def run_from_summary(path, obj):
     if not isinstance(fmt, int) or fmt > FORMAT:
         raise InputError(f'{path}: unsupported summary format {fmt!r} (this tool reads {FORMAT})')
     sec = obj.get('total')
+    if sec is None and obj.get('kind') == 'periodic' and isinstance(obj.get('window'), dict):
+        raise InputError(f'{path}: the last summary is periodic and holds its window only '
+                         f'(no final summary: did the run end early?); PROF_SUMMARY_JSON=full '
+                         f'keeps whole-run numbers in periodic summaries')
     if not isinstance(sec, dict) or not isinstance(sec.get('stages'), list):
         raise InputError(f'{path}: summary has no "total" section with "stages"')
     stages, paths, stack = [], {}, []
@@ -583,7 +587,8 @@ class TraceReader:
 
     def __init__(self):
         self.meta = {'program': None, 'pid': None, 'rank': None, 'host': None, 'rmm_ns': None,
-                     'origin_ns': 0, 'steps': None, 'dropped': 0, 'truncated': False}
+                     'origin_ns': 0, 'steps': None, 'dropped': 0, 'truncated': False,
+                     'forked_from': None}
         self.t0 = self.t1 = None
         self.first_pid = self.first_ts = None
         self.count = 0
@@ -637,6 +642,9 @@ class TraceReader:
             p = args.get('prof') if isinstance(args.get('prof'), dict) else {}
             meta['rank'] = p.get('rank')
             meta['host'] = p.get('host')
+            # A forked worker's parent pid (FORMATS.md): a worker, not a rank.
+            ff = p.get('forked_from')
+            meta['forked_from'] = ff if isinstance(ff, int) and not isinstance(ff, bool) else None
             rmm = p.get('realtime_minus_monotonic_ns')
             meta['rmm_ns'] = rmm if isinstance(rmm, int) and not isinstance(rmm, bool) else None
             # ts counts from this CLOCK_MONOTONIC time (0 in older files).

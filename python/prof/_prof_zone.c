@@ -109,6 +109,7 @@ static uint32_t lane_take(void)
         lanes_used[w] |= (uint64_t)1 << b;
         return lane;
     }
+    prof_lane_shared_();   /* counted, said once */
     return 0;   /* all in use: the thread's nesting (placement may mix) */
 }
 

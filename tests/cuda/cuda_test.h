@@ -52,6 +52,7 @@ struct fake {
     void *h;
     CUresult (*init)(unsigned);
     CUresult (*ctx_set_current)(CUcontext);
+    CUresult (*ctx_get_current)(CUcontext *);
     CUresult (*stream_create)(CUstream *, unsigned);
     CUresult (*stream_destroy)(CUstream);
     CUresult (*event_create)(CUevent *, unsigned);
@@ -88,6 +89,7 @@ static inline void fake_open(struct fake *f)
     CHECKF(f->h != NULL, "dlopen %s: %s", path, dlerror());
     *(void **)&f->init = fake_sym(f->h, "cuInit");
     *(void **)&f->ctx_set_current = fake_sym(f->h, "cuCtxSetCurrent");
+    *(void **)&f->ctx_get_current = fake_sym(f->h, "cuCtxGetCurrent");
     *(void **)&f->stream_create = fake_sym(f->h, "cuStreamCreate");
     *(void **)&f->stream_destroy = fake_sym(f->h, "cuStreamDestroy");
     *(void **)&f->event_create = fake_sym(f->h, "cuEventCreate");

@@ -7,7 +7,10 @@
  * nolib     PROF_CUDA_LIB names no library        "no CUDA driver"
  * off       PROF_CUDA=0                            "PROF_CUDA=0"
  * nosym     the driver lacks cuEventRecord         "lacks cuEventRecord"
- * initfail  cuInit fails                           "cuInit failed"
+ * initfail  the program's cuInit fails             "initialized CUDA"
+ * uninit    the program has not started CUDA: prof does not call cuInit
+ *           and the driver stays uninitialized; once the program starts
+ *           it, zones time the GPU                 "initialized CUDA"
  * noctx     no context current                     "no CUDA context"
  * capture   the stream is being captured           "captured"
  * create    cuEventCreate fails                    "cuEventCreate failed"
@@ -76,7 +79,28 @@ int main(int argc, char **argv)
         zones(NULL, "cpu", NULL, N);
         CHECK(stage_count("cpu") == N);
         CHECK(stage_count("cpu [gpu]") == 0);
-        expect_one("cuInit failed");
+        expect_one("initialized CUDA");
+        return 0;
+    }
+    if (strcmp(mode, "uninit") == 0) {
+        CUcontext cur = NULL;
+
+        zones(NULL, "cpu", NULL, N);
+        CHECK(prof_flush() == 0);
+        CHECK(stage_count("cpu") == N);
+        CHECK(stage_count("cpu [gpu]") == 0);
+        /* The driver as prof found it: never started. */
+        CHECKF(f.calls("cuInit") == 0, "prof called cuInit %llu times",
+               (unsigned long long)f.calls("cuInit"));
+        CHECK(f.ctx_get_current(&cur) == 3 /* CUDA_ERROR_NOT_INITIALIZED */);
+        expect_one("initialized CUDA");
+        /* The program starts CUDA: from then on zones time the GPU. */
+        CHECK((ctx0 = fake_context(&f, 0)) != NULL);
+        s = fake_stream(&f);
+        zones(s, "gpu", &f, N);
+        CHECK(wait_count("gpu [gpu]", N, 20000) == N);
+        CHECK(f.calls("cuInit") == 1);
+        expect_one("initialized CUDA");
         return 0;
     }
     if (strcmp(mode, "noctx") == 0) {
@@ -129,6 +153,15 @@ int main(int argc, char **argv)
             got = wait_count("z [gpu]", N, 300);
         CHECKF(got == N - 1 || got == N, "%llu GPU zones", (unsigned long long)got);
         expect_one("failed");
+        if (got == N - 1) {
+            /* Counted for its stage, with its cause. */
+            static char text[16384];
+            const char *want = strcmp(mode, "record") == 0 ? "GPU sides lost: z 1 (cuEventRecord failed)"
+                                                           : "GPU sides lost: z 1 (cuEventQuery failed)";
+
+            CHECK(prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT) > 0);
+            CHECKF(strstr(text, want) != NULL, "no \"%s\" in:\n%s", want, text);
+        }
         return 0;
     }
     if (strcmp(mode, "push") == 0) {

@@ -37,6 +37,12 @@ int main(void)
     SKIP("GCC 12's AddressSanitizer allocator is not fork-safe with other threads running");
 #endif
     s = fake_start(&f);
+    /* Some delivered before the fork: the parent has a GPU line. */
+    for (i = 0; i < N; i++) {
+        PROF_CUDA_ZONE("warm", s);
+        f.launch(s, 3000);
+    }
+    CHECK(wait_count("warm [gpu]", N, 20000) == N);
     f.set_delay_us(1000);
     for (i = 0; i < N; i++) {
         PROF_CUDA_ZONE("parent", s);
@@ -57,6 +63,16 @@ int main(void)
         if (stage_count("child [gpu]") != 0 || log_matching("forked") != 1) {
             log_dump();
             _exit(1);
+        }
+        {
+            /* The parent's GPUs are not the child's. */
+            static char text[8192];
+
+            if (prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT) <= 0 ||
+                strstr(text, "GPU 0 busy") != NULL) {
+                fprintf(stderr, "child's summary:\n%s", text);
+                _exit(1);
+            }
         }
         prof_shutdown();
         _exit(0);

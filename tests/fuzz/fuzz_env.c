@@ -21,6 +21,7 @@
 #include "prof.h"
 #include "env.h"
 #include "fuzz.h"
+#include "log.h"
 
 #define NVARS 12
 static const char *const var_names[NVARS] = {
@@ -29,10 +30,12 @@ static const char *const var_names[NVARS] = {
     "PROF_NVTX", "PROF_SKIP_STEPS",
 };
 
-/* Documented too (docs/CONFIG.md, docs/LIVE.md), checked by the live
- * suite's own tests rather than fuzzed here: looked up, always unset. */
-#define NQUIET 2
-static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS"};
+/* Documented too (docs/CONFIG.md, docs/LIVE.md, docs/CUDA.md), checked by
+ * the live, cuda and summary_json suites' own tests rather than fuzzed
+ * here: looked up, always unset. */
+#define NQUIET 6
+static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS", "PROF_SUMMARY_JSON",
+                                                "PROF_GPU_CHECK", "PROF_NVML", "PROF_NVML_LIB"};
 static int quiet_looked_up[NQUIET];
 
 static const char *values[NVARS];
@@ -153,25 +156,22 @@ static int ref_every(const char *s, uint64_t *ns, uint64_t *steps)
     return -1;
 }
 
-/* [A]-[B] or A. */
+/* A-[B] or A. */
 static int ref_range(const char *s, uint64_t *first, uint64_t *last)
 {
     const char *end;
 
     *first = 0;
     *last = UINT64_MAX;
-    if (*s != '-') {
-        if (ref_u64(s, &end, first) != 0)
-            return -1;
-        s = end;
-        if (*s == '\0') {
-            *last = *first;
-            return 0;
-        }
-        if (*s != '-')
-            return -1;
+    if (ref_u64(s, &end, first) != 0)
+        return -1;
+    s = end;
+    if (*s == '\0') {
+        *last = *first;
+        return 0;
     }
-    s++;
+    if (*s++ != '-')
+        return -1;
     if (*s != '\0') {
         if (ref_u64(s, &end, last) != 0 || *end != '\0')
             return -1;
@@ -255,9 +255,10 @@ static void check_message(const char *msg, const char *name, const char *value)
     q = msg + nlen + 2;
     qend = strstr(q, "\" is not valid");
     FUZZ_CHECK(qend != NULL, "message has no closing quote: %s", msg);
-    /* At most 60 characters of the value, plus at most one \xNN escape
-     * begun at the cut, plus "...". */
-    FUZZ_CHECK(qend - q <= 60 + 3 + 3, "quoted value is %d characters: %s", (int)(qend - q), msg);
+    /* prof_log_quote: the value escaped, or its head, "..." and its tail,
+     * within PROF_LOG_QUOTE_SIZE - 1 characters. */
+    FUZZ_CHECK(qend - q < PROF_LOG_QUOTE_SIZE, "quoted value is %d characters: %s",
+               (int)(qend - q), msg);
     FUZZ_CHECK(memchr(q, '"', (size_t)(qend - q)) == NULL, "quote inside the quoted value: %s", msg);
     /* A short, plain value is quoted as it is: the message names it. */
     if (strlen(value) <= 60 && strpbrk(value, "\"\\") == NULL) {

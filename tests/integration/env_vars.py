@@ -132,7 +132,7 @@ def test(tmp):
     no_messages(r, 'PROF_TRACE_STEPS=3-5')
     steps = [e['args']['step'] for e in load_trace(trace) if e['ph'] == 'i' and e['cat'] == 'step']
     check(steps == [3, 4, 5], f'PROF_TRACE_STEPS=3-5: steps {steps}')
-    for v in ('9-5', 'five', '5-9x', '1..3', '99999999999999999999999-'):
+    for v in ('-1', '-9', '9-5', 'five', '5-9x', '1..3', '99999999999999999999999-'):
         r = prog_env(PROF=1, PROF_TRACE=trace, PROF_TRACE_STEPS=v)
         one_message(r, 'PROF_TRACE_STEPS', v, f'PROF_TRACE_STEPS={v}')
         steps = [e['args']['step'] for e in load_trace(trace)

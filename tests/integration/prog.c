@@ -25,12 +25,20 @@
  *                       configuration did (enabled, drops of a burst,
  *                       counts, periodic summaries seen by steps)
  *   periodic_time       runs until two timed periodic summaries arrived
+ *   stages N            N steps of 32 stages ("stage_00".."stage_31"), each
+ *                       run 4 times a step for 1 to 97 us (spread
+ *                       durations: full histograms) (summary size)
+ *   fork_periodic N     N children record while the parent records until
+ *                       two timed periodic summaries of its own arrived;
+ *                       each child then prints child_periodic=K, the
+ *                       timed periodic summaries it made itself
  *   sanitizer           prints sanitizer=none|address|thread
  */
 #include <prof.h>
 
 #include <errno.h>
 #include <sched.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -499,6 +507,67 @@ static int mode_periodic_time(void)
     return 0;
 }
 
+static int mode_stages(long n)
+{
+    static const char *names[32];
+    char name[16];
+
+    for (int k = 0; k < 32; k++) {
+        snprintf(name, sizeof name, "stage_%02d", k);
+        names[k] = prof_intern(name);
+    }
+    for (long step = 0; step < n; step++) {
+        for (int k = 0; k < 32; k++)
+            for (int i = 0; i < 4; i++) {
+                PROF_ZONE(names[k]);
+                spin_ns((uint64_t)(1 + (step * 7 + k * 13 + i * 31) % 97) * 1000);
+            }
+        prof_step();
+    }
+    return 0;
+}
+
+static int mode_fork_periodic(long n)
+{
+    uint64_t deadline = now_ns() + 30000000000ull;
+    pid_t pids[64];
+    int done[2];
+
+    if (n > 64)
+        n = 64;
+    if (pipe(done) != 0)
+        FAIL("pipe: %s", strerror(errno));
+    prof_set_summary_handler(count_periodic, NULL);
+    child_work("parent_zone", 10);
+    for (long i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0)
+            FAIL("fork: %s", strerror(errno));
+        if (pids[i] == 0) {
+            struct pollfd pfd = {.fd = done[0], .events = POLLIN};
+
+            close(done[1]);
+            __atomic_store_n(&periodic_seen, 0, __ATOMIC_RELAXED);
+            /* Records for as long as the parent does: until it closes
+             * the pipe (EOF). */
+            while (poll(&pfd, 1, 0) == 0)
+                child_work("child_zone", 10);
+            prof_flush();
+            printf("child_periodic=%d\n", __atomic_load_n(&periodic_seen, __ATOMIC_RELAXED));
+            fflush(stdout);
+            exit(0);
+        }
+    }
+    close(done[0]);
+    while (__atomic_load_n(&periodic_seen, __ATOMIC_RELAXED) < 2 && now_ns() < deadline)
+        child_work("parent_zone", 10);
+    close(done[1]);
+    for (long i = 0; i < n; i++)
+        wait_child(pids[i]);
+    printf("periodic=%d\n", __atomic_load_n(&periodic_seen, __ATOMIC_RELAXED));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -529,6 +598,10 @@ int main(int argc, char **argv)
         return mode_env(argc > 2 && strcmp(argv[2], "enable") == 0);
     if (strcmp(mode, "periodic_time") == 0)
         return mode_periodic_time();
+    if (strcmp(mode, "stages") == 0)
+        return mode_stages(n);
+    if (strcmp(mode, "fork_periodic") == 0)
+        return mode_fork_periodic(n);
     if (strcmp(mode, "sanitizer") == 0) {
         /* Which sanitizer this build runs under (the drivers adapt). */
 #if defined(__SANITIZE_THREAD__)

@@ -4,7 +4,9 @@ tree order (each after its parent, depth = parent's + 1), with consistent
 numbers (min <= p50 <= p95 <= p99 <= max, self <= total, avg = total /
 count) and histograms (ascending [lo, hi, count] buckets summing to count,
 each percentile inside the bucket its rank falls in); counters and marks;
-the rank from RANK. Also PROF_SUMMARY=stdout / off."""
+the rank from RANK. Also PROF_SUMMARY=stdout / off. A periodic line holds
+its window and no whole-run "total" (a 1-step summary of 32 stages under
+16 KB, docs/FORMATS.md), unless PROF_SUMMARY_JSON=full."""
 import math
 import os
 import socket
@@ -75,18 +77,53 @@ def check_top(o, kind, where):
     for k, t in (('prof', str), ('format', int), ('version', str), ('kind', str),
                  ('program', str), ('pid', int), ('host', str), ('unix_time', (int, float)),
                  ('step', int), ('wall_ns', int), ('threads', int), ('dropped', int),
-                 ('total', dict)):
+                 ('window' if kind == 'periodic' else 'total', dict)):
         check(k in o and typed(o[k], t), f'{where}: {k} missing or not {t}: {o.get(k)!r}')
     check(o['prof'] == 'summary' and o['format'] == 1, f'{where}: prof/format')
     check(o['kind'] == kind, f'{where}: kind {o["kind"]}')
     check('rank' in o, f'{where}: rank missing (null when there is none)')
     check(abs(o['unix_time'] - time.time()) < 600, f'{where}: unix_time {o["unix_time"]}')
     check(o['host'] == socket.gethostname()[:len(o['host'])], f'{where}: host {o["host"]}')
-    check_section(o['total'], where + ' total')
+    if 'total' in o:
+        check_section(o['total'], where + ' total')
     if 'window' in o:
         # (Whether a window's numbers match its wall time and steps is
         # summary_periodic.py's subject.)
         check_section(o['window'], where + ' window', share_max=None)
+
+
+def window_sized(tmp):
+    """1-step periodic summaries of 32 stages whose whole-run histograms are
+    full: each line holds its window (32 stages) and is under 16 KB; the
+    final one has the total; PROF_SUMMARY_JSON=full adds the total to each."""
+    steps = 60
+    for form in ('window', 'full'):
+        path = os.path.join(tmp, f'stages-{form}.jsonl')
+        env = dict(PROF=1, PROF_SUMMARY=path, PROF_SUMMARY_FORMAT='json',
+                   PROF_SUMMARY_EVERY='1steps')
+        if form == 'full':
+            env['PROF_SUMMARY_JSON'] = 'full'
+        r = run(['stages', steps], clean_env(**env), timeout=300)
+        check(r.prof_lines == [], f'{form}: messages {r.prof_lines}')
+        with open(path, 'rb') as f:
+            raw = f.read().splitlines()
+        lines = json_lines(path)
+        periodic = [(len(b), l) for b, l in zip(raw, lines) if l['kind'] == 'periodic']
+        check(len(periodic) >= steps // 2, f'{form}: {len(periodic)} periodic summaries')
+        check(lines[-1]['kind'] == 'final' and len(lines[-1]['total']['stages']) == 32,
+              f'{form}: final summary without the 32 stages')
+        for size, l in periodic:
+            where = f'{form}: periodic summary at step {l["step"]}'
+            check_top(l, 'periodic', where)
+            check(len(l['window']['stages']) == 32, f'{where}: {len(l["window"]["stages"])} stages')
+            if form == 'window':
+                check('total' not in l, f'{where}: a whole-run section in a periodic line')
+                check(size < 16384, f'{where}: {size} bytes (the limit is 16 KB)')
+            else:
+                check(len(l['total']['stages']) == 32, f'{where}: no whole-run section')
+    r = run(['basic', 3], clean_env(PROF=1, PROF_SUMMARY_JSON='some'))
+    check(len(r.prof_lines) == 1 and 'PROF_SUMMARY_JSON="some"' in r.prof_lines[0],
+          f'PROF_SUMMARY_JSON=some: {r.prof_lines}')
 
 
 def test(tmp):
@@ -121,6 +158,8 @@ def test(tmp):
     check(loss['count'] == STEPS and loss['max'] == 1.0 and abs(loss['last'] - 1 / STEPS) < 1e-12,
           f'loss counter {loss}')
     check(t['marks'] == [{'name': 'epoch', 'count': 1}], f'marks {t["marks"]}')
+
+    window_sized(tmp)
 
     # Rank, in JSON and in the text header.
     path = os.path.join(tmp, 'rank-%r.jsonl')

@@ -34,7 +34,7 @@ def by_steps(tmp, us):
         check(w['steps'] == 10, f'periodic {i}: window of {w["steps"]} steps')
         check(stage(w, 'inner')['count'] == 10, f'periodic {i}: window inner count '
               f'{stage(w, "inner")["count"]}')
-        check(stage(l['total'], 'inner')['count'] == 10 * (i + 1), f'periodic {i}: total count')
+        check('total' not in l, f'periodic {i}: a whole-run section (PROF_SUMMARY_JSON=full)')
         for st in w['stages']:
             check(st['wall_share'] <= 1.0, f'periodic {i}: window share of {st["name"]} is '
                   f'{st["wall_share"]} (> 100% of the window\'s wall time)')

@@ -1,7 +1,7 @@
-"""PROF_TRACE_MAX_MB=1: the trace stops at about 1 MB (a few events past the
-limit at most), stays strictly valid with its closing ']', ends with the
-limit note event, and stderr says so once; the statistics still count every
-zone."""
+"""PROF_TRACE_MAX_MB=1: the file ends no larger than 1 MiB (the limit is a
+promise for plain JSON: docs/TRACE.md) and not far below it, stays strictly
+valid with its closing ']', ends with the limit note event, and stderr says
+so once; the statistics still count every zone."""
 import os
 from common import check, main, run, clean_env, load_trace, json_lines, stage
 
@@ -14,8 +14,10 @@ def test(tmp):
     r = run(['many', N], clean_env(PROF=1, PROF_TRACE=path, PROF_TRACE_MAX_MB=1,
                                    PROF_SUMMARY=summ, PROF_SUMMARY_FORMAT='json'))
     size = os.path.getsize(path)
-    check(size <= 1024 * 1024 + 4096, f'trace of {size} bytes with a 1 MB cap')
-    check(size >= 1024 * 1024 * 9 // 10, f'trace of {size} bytes: stopped well before the cap')
+    check(size <= 1024 * 1024, f'trace of {size} bytes with a 1 MB cap')
+    # What the code may leave unused: one look's 4 KB of events taken
+    # back, the room kept for the note, its padding and the ']'.
+    check(size >= 1024 * 1024 - 16384, f'trace of {size} bytes: stopped well before the cap')
     ev = load_trace(path)
     last = ev[-1]
     check(last['ph'] == 'i' and last['name'].startswith('prof: trace size limit reached')

@@ -3,12 +3,40 @@ valid traces, each holding only its own process's events (children only
 their own zones); without '%p' there is one file, the parent's, with none
 of the children's events, and each child's summary goes to stderr labelled
 "forked from <parent pid>". Forking while two threads record, many times
-over (children leaving by exit and by _exit), never deadlocks."""
+over (children leaving by exit and by _exit), never deadlocks. With a
+timed PROF_SUMMARY_EVERY, forked workers that record through two of the
+parent's periods print no periodic summary of their own (one table a
+period, not one per worker: docs/CONFIG.md)."""
 import glob
 import os
+import subprocess
+import sys
 from common import QUICK, check, main, run, clean_env, load_trace, sanitizer, skip
 
 N = 3
+
+
+def merge_workers(tmp, parent, children):
+    src = os.environ.get('PROF_TEST_SOURCE_DIR')
+    if not src:
+        return
+    for pid in children:
+        first = load_trace(os.path.join(tmp, f'fork-{pid}.json'))[0]
+        check(first['args']['prof'].get('forked_from') == parent
+              and f'worker of pid {parent}' in first['args']['name'],
+              f'worker {pid}: process_name {first}')
+    first = load_trace(os.path.join(tmp, f'fork-{parent}.json'))[0]
+    check('forked_from' not in first['args']['prof'], f'the parent as a worker: {first}')
+    out = os.path.join(tmp, 'merged.json')
+    paths = [os.path.join(tmp, f'fork-{pid}.json') for pid in [parent] + children]
+    r = subprocess.run([sys.executable, os.path.join(src, 'tools', 'prof-merge'), '-o', out]
+                       + paths, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f'prof-merge: {r.returncode}: {r.stderr}')
+    check('straggler:' not in r.stdout and 'no straggler named: 3 of the 4 inputs are forked '
+          'workers' in r.stdout, f'prof-merge named a straggler among workers:\n{r.stdout}')
+    for pid in children:
+        check(f'worker {pid} of pid {parent}' in r.stdout, f'worker {pid} unlabelled:\n{r.stdout}')
+    load_trace(out)
 
 
 def test(tmp):
@@ -34,6 +62,11 @@ def test(tmp):
         n = sum(e['name'] == want for e in ev if e['ph'] == 'X')
         check(n == (200 if pid == parent else 100), f'{path}: {n} {want} events')
 
+    # prof-merge of the parent and its workers: the workers say whose they
+    # are (the trace's forked_from), and no straggler is named between a
+    # process and its own workers: they are not ranks.
+    merge_workers(tmp, parent, children)
+
     one = os.path.join(tmp, 'one.json')
     r = run(['fork', N], clean_env(PROF=1, PROF_TRACE=one), timeout=120)
     parent = int(r.values['pid'])
@@ -49,6 +82,16 @@ def test(tmp):
           'a child summary without its zones')
     check(sum('final' in s[0] and 'forked' not in s[0] for s in sums) == 1,
           'not exactly one final summary of the parent')
+
+    # Timed periodic summaries: the parent's only. The children record
+    # until the parent has made two (an event, not a duration).
+    r = run(['fork_periodic', N], clean_env(PROF=1, PROF_SUMMARY_EVERY='100ms'), timeout=120)
+    check(int(r.values['periodic']) >= 2,
+          f'the parent made {r.values["periodic"]} periodic summaries')
+    kids = [int(l.split('=')[1]) for l in r.out.decode().splitlines()
+            if l.startswith('child_periodic=')]
+    check(len(kids) == N and kids == [0] * N,
+          f'timed periodic summaries made by the {N} forked children: {kids}')
 
     # Fork while threads record, repeatedly.
     forks = 10 if QUICK else 50

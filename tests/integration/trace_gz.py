@@ -10,7 +10,9 @@
                and loads once ']' is appended.
   SIGTERM      a complete member with the closing ']'.
   no zlib      PROF_ZLIB_LIB=/nonexistent: one message, plain JSON at the
-               name without .gz, no .gz file.
+               name without .gz, no .gz file. A hostile value (escape
+               sequences, 250 characters) is named by its variable, escaped
+               and shortened: printable ASCII, under 400 characters.
   size cap     PROF_TRACE_MAX_MB counts bytes on disk: a capped gz trace is
                near the cap on disk and holds more than the cap of JSON.
 """
@@ -101,6 +103,16 @@ def no_zlib(tmp):
     check(not os.path.exists(gz), 'a .gz file was written without zlib')
     load_trace(gz[:-3], expect_stages=['train_step'])
     check(len(r.summaries) == 1, 'no final summary')
+
+    hostile = '/nonexistent/\x1b[31m\x1b]0;owned\x07' + 'A' * 220 + '/libz.so.1'
+    r = run(['basic', 5], clean_env(PROF=1, PROF_TRACE=gz, PROF_ZLIB_LIB=hostile))
+    lines = r.prof_lines
+    check(len(lines) == 1, f'{len(lines)} messages, expected one: {lines}')
+    check('PROF_ZLIB_LIB="' in lines[0], f'the message does not name PROF_ZLIB_LIB: {lines[0]!r}')
+    check(all(0x20 <= ord(c) < 0x7f for c in lines[0]), f'raw bytes in {lines[0]!r}')
+    check('\\x1b[31m' in lines[0] and 'libz.so.1' in lines[0],
+          f'the value is not shown escaped, head and tail: {lines[0]!r}')
+    check(len(lines[0]) < 400, f'a message of {len(lines[0])} characters: {lines[0]!r}')
 
 
 def capped(tmp):

@@ -3,6 +3,7 @@ on the .prom file, a prometheus server that scrapes the test program and
 answers a query for its stage; bad requests and a flood of idle
 connections do not stall the collector, the zones or prof_flush."""
 
+import http.client
 import json
 import os
 import resource
@@ -38,6 +39,22 @@ def scrape(port, path="/metrics", method="GET", timeout=5):
             return r.status, r.headers.get("Content-Type"), r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type"), e.read().decode()
+
+
+def scrape_retried(port, path="/metrics", method="GET", within=60):
+    """scrape(), tried again while the connection is closed unanswered or
+    times out, for at most `within` seconds: a bounded connection table may
+    close a connection under a flood, a scraper retries."""
+    end = time.monotonic() + within
+    while True:
+        try:
+            return scrape(port, path, method, timeout=10)
+        except (OSError, http.client.HTTPException) as e:
+            # URLError and RemoteDisconnected are among these.
+            if time.monotonic() > end:
+                raise AssertionError("%s %s: no answer within %d s (last: %r)"
+                                     % (method, path, within, e))
+            time.sleep(0.05)
 
 
 def promtool_check(text):
@@ -187,14 +204,20 @@ def test_flood_does_not_stall(start):
                 except OSError:
                     pass
             socks.append(s)
+        # The table of 64 connections may close a request's connection
+        # before its request arrives (a client descheduled between connect
+        # and send, on a loaded machine, while the flood's retried SYNs
+        # keep coming): that is the documented turnover (docs/LIVE.md),
+        # and a scraper tries again. What must hold is that every request
+        # is answered, and rightly, within a bound.
         for _ in range(20):
-            assert scrape(port, "/nothing", timeout=10)[0] == 404
-            assert scrape(port, "/metrics", "POST", timeout=10)[0] == 405
+            assert scrape_retried(port, "/nothing")[0] == 404
+            assert scrape_retried(port, "/metrics", "POST")[0] == 405
         # The collector and the zones went on all along.
         seen = [p.progress() for _ in range(4)]
         assert seen[-1][1] > before, "zones stopped being counted"
         assert all(s[2] < 5e6 for s in seen), "prof_flush took seconds: %r" % seen
-        status, _, text = scrape(port, timeout=10)
+        status, _, text = scrape_retried(port)
         assert status == 200 and PARSE in text
     finally:
         for s in socks:

@@ -212,3 +212,39 @@ def test_asyncio_server_stages_and_trace(tmp_path):
     names = {e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
     assert any(" task " in name for name in names), names
+
+
+LANES = """
+import asyncio, json, prof
+
+async def task(gate, n, started):
+    with prof.zone("aio.lane"):
+        started.append(1)
+        if len(started) == n:
+            gate.set()
+        await gate.wait()
+
+async def main(n):
+    gate, started = asyncio.Event(), []
+    await asyncio.gather(*(task(gate, n, started) for _ in range(n)))
+
+n = 4200
+asyncio.run(main(n))
+s = json.loads(prof.summary("json"))
+print(prof.summary("text"))
+print(json.dumps({"n": n, "count": prof.stats()["aio.lane"]["count"],
+                  "lanes_shared": s["total"]["loss"]["lanes_shared"]}))
+"""
+
+
+def test_tasks_past_the_lanes_are_counted_and_said():
+    # 4,200 tasks open at once: past the 4,095 lanes, the others share the
+    # thread's nesting; that is said once on the log and in the summary.
+    out = run_py(LANES, PROF="1", PROF_SUMMARY="off", timeout=300)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["count"] == res["n"]
+    # The thread's first context keeps lane 0; 4,095 more get a lane.
+    assert res["lanes_shared"] == res["n"] - 4096, res
+    assert out.stderr.count("asyncio tasks (or other contexts) are open at once") == 1, \
+        out.stderr
+    assert f"* mixed: {res['n'] - 4096} asyncio tasks found all 4095 lanes in use" in out.stdout

@@ -7,6 +7,7 @@
 #include <prof.h>
 
 #include "env.h"
+#include "log.h"
 #include "check.h"
 
 /* ------------------------------------------------------------------------ */
@@ -130,7 +131,9 @@ static void test_parsers(void)
     range_ok("5-9", 5, 9);
     range_ok("5-", 5, UINT64_MAX);
     range_ok("5", 5, 5);
-    range_ok("-9", 0, 9);
+    range_bad("-9");      /* a negative step, not 0-9 */
+    range_bad("-1");
+    range_bad("-");
     range_ok("0-0", 0, 0);
     range_ok("7-7", 7, 7);
     range_bad("");
@@ -390,8 +393,53 @@ static void test_config(void)
     }
 }
 
+/* prof_log_quote: what a message shows of a user's value. */
+static void quote_is(const char *v, size_t size, const char *want)
+{
+    char buf[256];
+
+    prof_log_quote(buf, size, v);
+    CHECK_MSG(strcmp(buf, want) == 0, "quote(\"%s\", %zu) = \"%s\", want \"%s\"", v, size, buf,
+              want);
+}
+
+static void test_quote(void)
+{
+    char big[400], buf[PROF_LOG_QUOTE_SIZE];
+
+    quote_is("libz.so.1", 96, "libz.so.1");
+    quote_is("\x1b[31mred", 96, "\\x1b[31mred");
+    quote_is("a\"b\\c\n\xc3\xa9", 96, "a\\x22b\\x5cc\\x0a\\xc3\\xa9");
+    quote_is("", 96, "");
+    quote_is(NULL, 96, "(null)");
+    quote_is("0123456789abcdef", 17, "0123456789abcdef");          /* fits exactly */
+    quote_is("0123456789abcdefg", 17, "0123456...bcdefg");          /* head ... tail */
+    memset(big, 'A', 300);
+    strcpy(big + 300, "/libz.so.1");
+    prof_log_quote(buf, sizeof buf, big);
+    CHECK(strlen(buf) < sizeof buf && strstr(buf, "...") != NULL);
+    CHECK(strncmp(buf, "AAAA", 4) == 0 && strcmp(buf + strlen(buf) - 10, "/libz.so.1") == 0);
+    /* Every size, escapes at every boundary: within size, printable, and
+     * either the whole escaped value or head...tail. */
+    for (size_t size = 16; size < 120; size++)
+        for (int shift = 0; shift < 8; shift++) {
+            char v[200], out[200];
+            size_t n = 0;
+
+            for (int i = 0; i < 150; i++)
+                v[n++] = (char)((i + shift) % 5 == 0 ? 0x01 : 'a' + i % 26);
+            v[n] = '\0';
+            prof_log_quote(out, size, v);
+            CHECK_MSG(strlen(out) < size, "size %zu: %zu characters", size, strlen(out));
+            for (const char *p = out; *p; p++)
+                CHECK_MSG(*p >= 0x20 && *p < 0x7f, "size %zu: raw byte %#x", size, *p);
+            CHECK_MSG(strstr(out, "...") != NULL, "size %zu: not shortened", size);
+        }
+}
+
 int main(void)
 {
+    test_quote();
     prof_set_logger(logger, NULL);
     test_parsers();
     test_config();
