@@ -279,8 +279,13 @@ PROF_API int prof_summary_print(FILE *f);
  * errno on failure. */
 PROF_API int prof_summary_snprint(char *buf, size_t size, int format);
 
-/* Forget every statistic and counter (names stay interned). Threads and
- * rings are kept. Returns 0. */
+/* Forget every statistic and counter (names stay interned): what ended
+ * before the call is not counted, also the zones still waiting in a ring
+ * (the trace keeps them); what ends after it is. Threads and rings are
+ * kept. It does not drain the rings (with PROF_SUMMARY_EVERY=Nsteps it
+ * does, to write the windows before it): beside threads that keep their
+ * rings full it waits for one drain at most. The lost-records line is not
+ * said again because of a reset. Returns 0. */
 PROF_API int prof_reset(void);
 
 /* Flush, print the final summary where PROF_SUMMARY says, close the trace

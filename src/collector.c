@@ -29,6 +29,7 @@
 #include "gpu_busy.h"
 #include "log.h"
 #include "loss.h"
+#include "map.h"
 #include "process.h"
 #include "ranks.h"
 #include "registry.h"
@@ -110,16 +111,82 @@ const struct prof_sink *const *prof_sinks = prof_sinks_collect;
             if ((*k_)->hook != NULL && ((*k_)->wants == NULL || (*k_)->wants(ticks))) \
                 (*k_)->hook(__VA_ARGS__);                                         \
     } while (0)
+/* SINKS_TAKE for a record made before prof_reset(): the statistics forget
+ * it. */
+#define SINKS_TAKE_STALE(hook, ticks, ...)                                        \
+    do {                                                                          \
+        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
+            if (*k_ != &prof_stats_sink && (*k_)->hook != NULL &&                 \
+                ((*k_)->wants == NULL || (*k_)->wants(ticks)))                    \
+                (*k_)->hook(__VA_ARGS__);                                         \
+    } while (0)
 
-/* A zone: its self time, its stage (resolved here once for every sink). */
-static void take_zone(struct prof_thread *t, const prof_record_ *r,
-                      const struct prof_clock_map *cm)
+/* What a drain of one ring decides once, not per record: the sinks that
+ * take zones now (a trace that is off costs nothing per record), and
+ * whether the thread lost records in this window (its stages are marked
+ * short). */
+#define MAX_SINKS 8
+struct drain_ctx {
+    const struct prof_sink *zone_sinks[MAX_SINKS];
+    int nzone;
+    int lossy;
+    int need_start;              /* a zone sink other than the statistics
+                                    (which do not read start_ns) */
+    uint64_t min_start;          /* the earliest zone start taken since the
+                                    last wall_flush, in ticks */
+    uint64_t forget_below;       /* forget_at's position for the thread */
+    int stale;                   /* the record being taken lies below it */
+    struct prof_clock_map cm;
+};
+
+/* prof_reset() does not drain the rings: the records they held when it
+ * was called (below the head it read, per thread) are forgotten by the
+ * statistics as the drain reaches them, and still given to the other
+ * sinks (the trace keeps every zone). So a reset waits at most for the
+ * drain under way, never for the rings that threads recording flat out
+ * keep full. Positions, not times: records carry whatever ticks their
+ * source gives. Thread -> head at the reset (a ring position; NULL once
+ * the drain has passed it or the thread is gone). */
+static struct prof_map forget_at;
+
+static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
+{
+    dc->nzone = dc->need_start = 0;
+    for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
+        if ((*k)->zone != NULL && ((*k)->active == NULL || (*k)->active()) &&
+            dc->nzone < MAX_SINKS) {
+            dc->zone_sinks[dc->nzone++] = *k;
+            dc->need_start |= *k != &prof_stats_sink;
+        }
+    dc->min_start = UINT64_MAX;
+    dc->lossy = prof_loss_thread_lossy(t);
+    dc->forget_below = forget_at.len ? (uint64_t)(uintptr_t)prof_map_get(&forget_at,
+                                                                       (uintptr_t)t)
+                                     : 0;
+    dc->stale = 0;
+}
+
+/* The wall time covers the zones taken since the last call (see
+ * wall_cover_locked): once per drain, and before a step record (a
+ * warm-up's end starts the wall time afresh there). */
+static void wall_flush(struct drain_ctx *dc)
+{
+    if (dc->min_start != UINT64_MAX) {
+        wall_cover_locked(prof_clock_map_ns(&dc->cm, dc->min_start));
+        dc->min_start = UINT64_MAX;
+    }
+}
+
+/* A zone: its self time, its stage (resolved here once for every sink).
+ * Its start in ns only for a sink that reads it (the trace): the
+ * statistics need durations. */
+static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain_ctx *dc)
 {
     struct prof_event e = {
         .thread = t,
         .raw = r->name,
-        .start_ns = prof_clock_map_ns(cm, r->start),
-        .dur_ns = r->end > r->start ? prof_clock_map_delta(cm, r->end - r->start) : 0,
+        .start_ns = dc->need_start ? prof_clock_map_ns(&dc->cm, r->start) : 0,
+        .dur_ns = r->end > r->start ? prof_clock_map_delta(&dc->cm, r->end - r->start) : 0,
         .parent = r->parent,
         .depth = r->depth,
         .lane = r->kind >> PROF_RECORD_LANE_SHIFT_,
@@ -128,14 +195,36 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r,
                                            &e.self_ns)
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
 
-    if (err != 0 || (e.stage = prof_stats_stage(r->name, 0)) == NULL) {
+    if (err == 0 && dc->stale) {
+        /* Ended before prof_reset(): for the sinks other than the
+         * statistics, and no stage is made for it unless one takes it. */
+        int i = 0;
+
+        while (i < dc->nzone && dc->zone_sinks[i] == &prof_stats_sink)
+            i++;
+        if (i == dc->nzone)
+            return;
+        if ((e.stage = prof_stats_zone_stage(r->name, r->parent, &e.node)) == NULL) {
+            prof_rt.lost_memory++;
+            return;
+        }
+        for (; i < dc->nzone; i++)
+            if (dc->zone_sinks[i] != &prof_stats_sink &&
+                (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(r->start)))
+                dc->zone_sinks[i]->zone(&e);
+        return;
+    }
+    if (err != 0 || (e.stage = prof_stats_zone_stage(r->name, r->parent, &e.node)) == NULL) {
         prof_rt.lost_memory++;
         return;
     }
-    if (prof_loss_thread_lossy(t))
+    if (dc->lossy)
         e.stage->flags |= PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_;
-    wall_cover_locked(e.start_ns);
-    SINKS_TAKE(zone, r->start, &e);
+    if (r->start < dc->min_start)
+        dc->min_start = r->start;
+    for (int i = 0; i < dc->nzone; i++)
+        if (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(r->start))
+            dc->zone_sinks[i]->zone(&e);
 }
 
 static void skip_warm_up(uint64_t at_ns)
@@ -229,25 +318,36 @@ static void window_pass_end_locked(void)
         window_release_locked();
 }
 
-static void take_record(struct prof_thread *t, const prof_record_ *r,
-                        const struct prof_clock_map *cm)
+static void take_record(struct prof_thread *t, const prof_record_ *r, struct drain_ctx *dc)
 {
-    struct prof_event e = {.thread = t, .raw = r->name};
+    const struct prof_clock_map *cm = &dc->cm;
+    struct prof_event e;
     double v;
     int device;
 
+    /* Nearly every record is a zone: its event is made in take_zone. */
+    if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_ZONE_) {
+        take_zone(t, r, dc);
+        return;
+    }
+    memset(&e, 0, sizeof e);
+    e.thread = t;
+    e.raw = r->name;
     switch (r->kind & PROF_RECORD_KIND_MASK_) {
-    case PROF_RECORD_ZONE_:
-        take_zone(t, r, cm);
-        break;
     case PROF_RECORD_COUNTER_:
         memcpy(&v, &r->end, sizeof v);
         e.start_ns = prof_clock_map_ns(cm, r->start);
-        SINKS_TAKE(counter, r->start, &e, v);
+        if (dc->stale)
+            SINKS_TAKE_STALE(counter, r->start, &e, v);
+        else
+            SINKS_TAKE(counter, r->start, &e, v);
         break;
     case PROF_RECORD_MARK_:
         e.start_ns = prof_clock_map_ns(cm, r->start);
-        SINKS_TAKE(mark, r->start, &e);
+        if (dc->stale)
+            SINKS_TAKE_STALE(mark, r->start, &e);
+        else
+            SINKS_TAKE(mark, r->start, &e);
         break;
     case PROF_RECORD_STEP_:
         e.start_ns = prof_clock_map_ns(cm, r->start);
@@ -288,14 +388,14 @@ static int drain(struct prof_thread *t)
     /* The ring's reader protocol (ring.h): records up to head were fully
      * written by their thread; once released, the thread may reuse them. */
     struct prof_ring_reader rd;
-    struct prof_clock_map cm;
+    struct drain_ctx dc;
     const prof_record_ *r;
     uint64_t lost, hint, taken = 0;
 
     /* Read before head: every loss counted here lies before a record
      * this drain takes, so the stages those records hold are marked. */
     lost = prof_ring_dropped(&t->hot);
-    prof_clock_map_get(&cm);
+    prof_clock_map_get(&dc.cm);
     prof_ring_read(&t->hot, &rd);
     if (lost != t->dropped_seen) {
         /* How far behind: the age of the oldest record waiting, else the
@@ -305,8 +405,8 @@ static int drain(struct prof_thread *t)
         uint64_t now = prof_clock_now_ns(), then = last_collect_ns;
 
         if (first != NULL && (first->kind == PROF_RECORD_ZONE_ ? first->end : first->start) != 0)
-            then = prof_clock_map_ns(&cm, first->kind == PROF_RECORD_ZONE_ ? first->end
-                                                                         : first->start);
+            then = prof_clock_map_ns(&dc.cm, first->kind == PROF_RECORD_ZONE_ ? first->end
+                                                                            : first->start);
         hint = prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0,
                               now);
         if (hint != 0)
@@ -315,6 +415,7 @@ static int drain(struct prof_thread *t)
         prof_rt.dropped_window += lost - t->dropped_seen;
         t->dropped_seen = lost;
     }
+    drain_ctx_init(&dc, t);
     while ((r = prof_ring_next(&rd)) != NULL) {
         /* A held window ends before the first record of the next one: on
          * the collector thread the drain stops there, unread, so that the
@@ -323,10 +424,17 @@ static int drain(struct prof_thread *t)
             rd.head - rd.tail + 1 <= t->hot.warm / 4) {
             rd.tail--;
             prof_ring_release(&t->hot, rd.tail);
+            wall_flush(&dc);
             drain_stopped = 1;
             return 1;
         }
-        take_record(t, r, &cm);
+        dc.stale = rd.tail <= dc.forget_below;
+        if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_STEP_)
+            wall_flush(&dc);
+        take_record(t, r, &dc);
+        /* The warm-up's last step (PROF_SKIP_STEPS) forgets the losses. */
+        if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_STEP_)
+            dc.lossy = prof_loss_thread_lossy(t);
         /* Give slots back as it goes: a drain of a ring filled while the
          * collector was away takes milliseconds, and a thread recording
          * meanwhile needs the slots already read, not only the ones left
@@ -340,11 +448,15 @@ static int drain(struct prof_thread *t)
         if (exact_steps && due_step != 0 && r->kind == PROF_RECORD_STEP_ && r->end == due_step &&
             rd.head - rd.tail > 0 && rd.head - rd.tail <= t->hot.warm / 4) {
             prof_ring_release(&t->hot, rd.tail);
+            wall_flush(&dc);
             drain_stopped = 1;
             return 1;
         }
     }
     prof_ring_release(&t->hot, rd.tail);
+    wall_flush(&dc);
+    if (dc.forget_below != 0 && rd.tail >= dc.forget_below)
+        prof_map_put(&forget_at, (uintptr_t)t, NULL);
 
     lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
     if (lost != t->refused_seen) {
@@ -400,6 +512,8 @@ void prof_collect_locked(void)
                 window_release_locked();
             SINKS_ALL(thread_gone, t);
             prof_self_thread_gone(t);
+            if (forget_at.len)
+                prof_map_put(&forget_at, (uintptr_t)t, NULL);
             *link = t->next;
             prof_thread_free(t);
         } else {
@@ -491,6 +605,7 @@ void prof_collector_atfork_child(void)
     prof_summary_out_atfork_child();
     held.t = NULL;               /* the parent's threads and window */
     due_step = 0;
+    prof_map_clear(&forget_at);  /* the parent's threads, gone here */
 }
 
 void prof_collect_all_locked(void)
@@ -512,6 +627,31 @@ void prof_collect_all_locked(void)
         drain_stopped = 0;
         prof_collect_locked();
     }
+}
+
+void prof_collect_forget_locked(void)
+{
+    struct prof_thread *t;
+
+    prof_registry_splice_locked();
+    prof_map_clear(&forget_at);
+    /* Losses counted so far are the forgotten run's: the next drain
+     * counts (and says) only the ones after the reset. */
+    for (t = prof_threads; t != NULL; t = t->next) {
+        /* Acquire, as a drain reads it: the records below are whole. */
+        uint64_t head = __atomic_load_n(&t->hot.head, __ATOMIC_ACQUIRE);
+
+        /* Out of memory: those records count after the reset, as when
+         * a reset drained them. */
+        if (head != t->hot.tail)
+            (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
+        t->dropped_seen = prof_ring_dropped(&t->hot);
+        t->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
+    }
+    prof_rt.cuda_lost_seen = prof_cuda_lost();
+    prof_rt.loss_seen = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +
+                        __atomic_load_n(&prof_records_unattached, __ATOMIC_RELAXED) +
+                        prof_rt.lost_memory + prof_stats_hist_lost;
 }
 
 void prof_final_report_locked(void)

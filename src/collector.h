@@ -21,6 +21,12 @@ void prof_collect_locked(void);
  * due on the way one at a time. Lock held. */
 void prof_collect_all_locked(void);
 
+/* prof_reset(): from now on the drain hands what ended before this call
+ * to every sink but the statistics, and the losses counted so far are
+ * forgotten. Drains nothing: a reset waits only for the drain under way
+ * (the lock). Lock held. */
+void prof_collect_forget_locked(void);
+
 /* Start the thread (runtime lock held). Returns 0 or a negative errno. */
 int prof_collector_start_locked(void);
 

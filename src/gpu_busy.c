@@ -122,6 +122,7 @@ static uint64_t lost_other_win, lost_other_run;
 static struct track tracks[GPU_TRACKS];
 static int ntracks, nstreams;
 static struct held *held;
+static int launchers;                /* a thread has a gthread (sink_active) */
 static size_t nheld;
 static uint64_t win_lo;             /* the current window's start, as last seen */
 static uint64_t run_lo;             /* prof_rt.start_ns, as last seen (a reset moves it on) */
@@ -461,6 +462,14 @@ void prof_gpu_launcher(struct prof_thread *t, const char *raw_name, int device)
     g->device = device;
     g->track = -1;
     t->side[PROF_SIDE_GPU] = g;
+    launchers = 1;
+}
+
+/* Until a thread has launched GPU work, no CPU zone is held: the drain
+ * then converts no zone's start for this sink (sink.h's active). */
+static int sink_active(void)
+{
+    return launchers;
 }
 
 static void sink_zone(const struct prof_event *e)
@@ -622,6 +631,7 @@ static void sink_tick(uint64_t now)
 
 const struct prof_sink prof_gpu_busy_sink = {
     .name = "gpu",
+    .active = sink_active,
     .tick = sink_tick,
     .zone = sink_zone,
     .gpu_zone = sink_gpu_zone,

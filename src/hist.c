@@ -50,6 +50,22 @@ int prof_hist_record(struct prof_hist *h, uint64_t v)
     return 0;
 }
 
+int prof_hist_record_pair(struct prof_hist *a, struct prof_hist *b, uint64_t v)
+{
+    unsigned g = group_of(v), s = sub_of(v, g);
+    uint64_t *x = group_get(a, g), *y = group_get(b, g);
+
+    if (x != NULL) {
+        x[s]++;
+        a->count++;
+    }
+    if (y != NULL) {
+        y[s]++;
+        b->count++;
+    }
+    return (x == NULL) + (y == NULL);
+}
+
 void prof_hist_quantiles(const struct prof_hist *h, const double *q, double *out, unsigned n,
                          uint64_t min, uint64_t max)
 {

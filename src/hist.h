@@ -23,6 +23,10 @@ struct prof_hist {
 /* Count one value. Returns 0, or -ENOMEM (the value is then lost and the
  * caller counts it). */
 int prof_hist_record(struct prof_hist *h, uint64_t value);
+/* Count one value in two histograms (a run's and a window's): the
+ * bucket is found once. Returns how many of the two lost it (0, 1 or 2:
+ * out of memory). */
+int prof_hist_record_pair(struct prof_hist *a, struct prof_hist *b, uint64_t value);
 
 /* The value at quantile q (0..1), nearest rank, as the midpoint of its
  * bucket clamped to [min, max]; 0 when empty. */

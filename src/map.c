@@ -18,9 +18,9 @@ void *prof_map_get(const struct prof_map *m, uint64_t key)
     if (m->cap == 0 || key == 0)
         return NULL;
     for (size_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key)
-            return m->values[i];
-        if (m->keys[i] == 0)
+        if (m->slots[i].key == key)
+            return m->slots[i].value;
+        if (m->slots[i].key == 0)
             return NULL;
     }
 }
@@ -28,27 +28,20 @@ void *prof_map_get(const struct prof_map *m, uint64_t key)
 static int grow(struct prof_map *m)
 {
     size_t cap = m->cap ? m->cap * 2 : 64;
-    uint64_t *keys = calloc(cap, sizeof *keys);
-    void **values = calloc(cap, sizeof *values);
+    struct prof_map_slot *slots = calloc(cap, sizeof *slots);
 
-    if (keys == NULL || values == NULL) {
-        free(keys);
-        free(values);
+    if (slots == NULL)
         return -ENOMEM;
-    }
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == 0)
+        if (m->slots[i].key == 0)
             continue;
-        size_t j = slot_of(m->keys[i], cap);
-        while (keys[j] != 0)
+        size_t j = slot_of(m->slots[i].key, cap);
+        while (slots[j].key != 0)
             j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        values[j] = m->values[i];
+        slots[j] = m->slots[i];
     }
-    free(m->keys);
-    free(m->values);
-    m->keys = keys;
-    m->values = values;
+    free(m->slots);
+    m->slots = slots;
     m->cap = cap;
     return 0;
 }
@@ -61,23 +54,21 @@ int prof_map_put(struct prof_map *m, uint64_t key, void *value)
         return -EINVAL;
     if ((m->len + 1) * 2 > m->cap && grow(m) != 0)
         return -ENOMEM;
-    for (i = slot_of(key, m->cap); m->keys[i] != 0; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key) {
-            m->values[i] = value;
+    for (i = slot_of(key, m->cap); m->slots[i].key != 0; i = (i + 1) & (m->cap - 1)) {
+        if (m->slots[i].key == key) {
+            m->slots[i].value = value;
             return 0;
         }
     }
-    m->keys[i] = key;
-    m->values[i] = value;
+    m->slots[i].key = key;
+    m->slots[i].value = value;
     m->len++;
     return 0;
 }
 
 void prof_map_clear(struct prof_map *m)
 {
-    free(m->keys);
-    free(m->values);
-    m->keys = NULL;
-    m->values = NULL;
+    free(m->slots);
+    m->slots = NULL;
     m->cap = m->len = 0;
 }

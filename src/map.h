@@ -6,17 +6,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A key beside its value: a lookup in a table larger than the caches
+ * costs one cache miss, not one in a key array and one in a value array
+ * (the drain looks up every record's path node here). */
+struct prof_map_slot {
+    uint64_t key;       /* 0 = empty */
+    void *value;
+};
+
 struct prof_map {
-    uint64_t *keys;     /* 0 = empty */
-    void **values;
+    struct prof_map_slot *slots;
     size_t cap, len;
 };
 
 void *prof_map_get(const struct prof_map *m, uint64_t key);
+
 /* Insert or replace. Returns 0 or -ENOMEM. */
 int prof_map_put(struct prof_map *m, uint64_t key, void *value);
 void prof_map_clear(struct prof_map *m);   /* frees the table, not the values */
 
-/* Iterate: for (size_t i = 0; i < m->cap; i++) if (m->keys && m->keys[i]) ... */
+/* Iterate: for (size_t i = 0; i < m->cap; i++) if (m->slots[i].key != 0) ... */
 
 #endif

@@ -87,6 +87,14 @@ static void python_name(char *out, size_t size)
                 return;
             }
             if (*c == 'm') {
+                /* `python -m prof script.py` (options already taken out,
+                 * __main__.py execs itself without them) is named after
+                 * what it runs: the script, or the module after -m. */
+                if (value < end && strcmp(value, "prof") == 0 &&
+                    value + strlen(value) + 1 < end) {
+                    a = value;      /* the loop goes on with the next word */
+                    break;
+                }
                 if (value < end && *value != '\0')
                     snprintf(out, size, "%s", value);
                 return;

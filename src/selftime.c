@@ -59,13 +59,11 @@ void prof_self_gap(struct prof_thread *t)
 
 /* Room for depths [0, d + 1]: the per-depth sums grow with the deepest
  * zone seen (at most PROF_DEPTH_LIMIT_ levels), never with the run. */
-static int children_room(struct prof_thread *t, uint32_t d)
+static __attribute__((noinline)) int children_grow(struct prof_thread *t, uint32_t d)
 {
     size_t old = (size_t)t->child_cap * sizeof *t->child, bytes = old ? old : 4096;
     void *c;
 
-    if (d + 2 <= t->child_cap)
-        return 0;
     while (bytes < (d + 2) * sizeof *t->child)
         bytes *= 2;
     /* Mapped, like the thread state that points to it (so that leak
@@ -110,7 +108,9 @@ int prof_self_zone(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t e
 {
     uint64_t children;
 
-    if (children_room(t, d) != 0)
+    /* Out of line: the drain's every zone passes the test, rarely the
+     * growth. */
+    if (d + 2 > t->child_cap && children_grow(t, d) != 0)
         return -ENOMEM;
     children = take_children(t, d, start, end, dur);
     *self_ns = children < dur ? dur - children : 0;
@@ -142,13 +142,13 @@ int prof_self_lane_zone(struct prof_thread *t, uint32_t lane, uint32_t d, uint64
 void prof_self_thread_gone(const struct prof_thread *t)
 {
     for (size_t i = 0; i < lane_children.cap; i++) {
-        if (lane_children.keys == NULL || lane_children.keys[i] == 0 ||
-            lane_children.keys[i] >> 32 != (uint64_t)t->index + 1)
+        if (lane_children.slots[i].key == 0 ||
+            lane_children.slots[i].key >> 32 != (uint64_t)t->index + 1)
             continue;
-        if (lane_children.values[i] != NULL)
+        if (lane_children.slots[i].value != NULL)
             lane_live--;
-        free(lane_children.values[i]);
-        lane_children.values[i] = NULL;
+        free(lane_children.slots[i].value);
+        lane_children.slots[i].value = NULL;
     }
     if (lane_live == 0)
         prof_map_clear(&lane_children);

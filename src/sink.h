@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+struct prof_node;
 struct prof_stage;
 struct prof_thread;
 
@@ -28,7 +29,11 @@ struct prof_event {
     const char *raw;             /* the record's name pointer: a call site
                                     (site.h) or a name */
     struct prof_stage *stage;    /* zones: their stage */
-    uint64_t start_ns;           /* CLOCK_MONOTONIC */
+    struct prof_node *node;      /* zones: their path node (stats.c's; may
+                                    be NULL) */
+    uint64_t start_ns;           /* CLOCK_MONOTONIC; zones: 0 when no
+                                    sink but the statistics (which do not
+                                    read it) takes them */
     uint64_t dur_ns, self_ns;    /* zones */
     uint32_t parent;             /* zones: path hash of the enclosing zones */
     uint32_t depth;              /* zones: nesting level on their track */
@@ -38,6 +43,10 @@ struct prof_event {
 
 struct prof_sink {
     const char *name;
+    /* Whether it takes any record now: asked once per drain of a ring,
+     * so that a sink with nothing to do costs the drain nothing per
+     * record; wants is asked only of an active sink. NULL: always. */
+    int (*active)(void);
     /* Whether it takes a record that began at ticks (the trace's step
      * window, PROF_TRACE_STEPS); NULL: every record. */
     int (*wants)(uint64_t ticks);

@@ -30,8 +30,12 @@
 #include "slab.h"
 #include "stats.h"
 
-struct node {
+struct prof_node {
     uint32_t parent;             /* path hash of the parent zone */
+    const char *raw;             /* the name pointer of the zone that made
+                                    it: a zone whose hash finds a node of
+                                    its own pointer takes the node's stage
+                                    (one lookup, not two) */
     struct prof_stage *stage;
     uint64_t run_total, win_total;
 };
@@ -45,7 +49,7 @@ static struct prof_map counters;    /* interned name -> counter */
 static struct prof_map marks;       /* interned name -> mark */
 static struct prof_map gpu_by_raw;  /* raw name pointer -> GPU stage */
 static struct prof_slab stage_slab = PROF_SLAB_INIT(sizeof(struct prof_stage));
-static struct prof_slab node_slab = PROF_SLAB_INIT(sizeof(struct node));
+static struct prof_slab node_slab = PROF_SLAB_INIT(sizeof(struct prof_node));
 
 /* A call site's stage is its name's: the sites of one name share it. */
 static const char *canonical(const char *raw)
@@ -67,6 +71,29 @@ static void acc_add(struct prof_acc *a, uint64_t dur, uint64_t self)
      * but the percentiles; counted, and shown with the losses. */
     if (prof_hist_record(&a->hist, dur) != 0)
         prof_stats_hist_lost++;
+}
+
+/* A zone's duration into the run and the window at once: one bucket
+ * found for both histograms. */
+static void acc_add_both(struct prof_stage *s, uint64_t dur, uint64_t self)
+{
+    struct prof_acc *r = &s->run, *w = &s->win;
+
+    if (r->count == 0 || dur < r->min)
+        r->min = dur;
+    if (dur > r->max)
+        r->max = dur;
+    r->count++;
+    r->total += dur;
+    r->self += self;
+    if (w->count == 0 || dur < w->min)
+        w->min = dur;
+    if (dur > w->max)
+        w->max = dur;
+    w->count++;
+    w->total += dur;
+    w->self += self;
+    prof_stats_hist_lost += (uint64_t)prof_hist_record_pair(&r->hist, &w->hist, dur);
 }
 
 static void acc_clear(struct prof_acc *a)
@@ -127,14 +154,16 @@ struct prof_stage *prof_stats_stage(const char *raw, uint32_t flags)
     return s;
 }
 
-static struct node *node_get(uint32_t hash, uint32_t parent, struct prof_stage *s)
+static struct prof_node *node_get(uint32_t hash, uint32_t parent, struct prof_stage *s,
+                                  const char *raw)
 {
-    struct node *n = prof_map_get(&nodes, hash);
+    struct prof_node *n = prof_map_get(&nodes, hash);
 
     if (n == NULL) {
         if ((n = prof_slab_alloc(&node_slab)) == NULL)
             return NULL;
         n->parent = parent;
+        n->raw = raw;
         n->stage = s;
         if (prof_map_put(&nodes, hash, n) != 0) {
             prof_slab_free(&node_slab, n);
@@ -144,13 +173,29 @@ static struct node *node_get(uint32_t hash, uint32_t parent, struct prof_stage *
     return n;
 }
 
-void prof_stats_zone(struct prof_stage *s, uint32_t parent_path, const char *raw,
-                     uint64_t dur, uint64_t self)
+struct prof_stage *prof_stats_zone_stage(const char *raw, uint32_t parent_path,
+                                         struct prof_node **node)
 {
-    struct node *n = node_get(prof_path_mix_(parent_path, raw), parent_path, s);
+    uint32_t hash = prof_path_mix_(parent_path, raw);
+    struct prof_node *n = prof_map_get(&nodes, hash);
+    struct prof_stage *s;
 
-    acc_add(&s->run, dur, self);
-    acc_add(&s->win, dur, self);
+    /* The drain's common case: a path seen before, by the same pointer. A
+     * node made by another pointer (a 32-bit hash shared by two paths)
+     * keeps its stage; this zone's is looked up by its own name. */
+    if (n != NULL && n->raw == raw) {
+        *node = n;
+        return n->stage;
+    }
+    if ((s = prof_stats_stage(raw, 0)) == NULL)
+        return NULL;
+    *node = n != NULL ? n : node_get(hash, parent_path, s, raw);
+    return s;
+}
+
+void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, uint64_t self)
+{
+    acc_add_both(s, dur, self);
     if (n != NULL) {
         n->run_total += dur;
         n->win_total += dur;
@@ -267,8 +312,8 @@ static int attach_open_stack(const struct prof_thread *t)
     for (uint32_t d = depth; d >= 1; d--) {
         int wanted = 0;
         for (size_t i = 0; i < nodes.cap && !wanted; i++) {
-            struct node *n = nodes.values[i];
-            wanted = nodes.keys[i] != 0 && n->parent == path[d];
+            struct prof_node *n = nodes.slots[i].value;
+            wanted = nodes.slots[i].key != 0 && n->parent == path[d];
         }
         if (!wanted || prof_map_get(&nodes, path[d]) != NULL)
             continue;
@@ -278,7 +323,7 @@ static int attach_open_stack(const struct prof_thread *t)
                 continue;
             if ((s = prof_stats_stage(names[k - 1], 0)) == NULL)
                 return -ENOMEM;
-            node_get(path[k], path[k - 1], s);
+            node_get(path[k], path[k - 1], s, names[k - 1]);
         }
         break;
     }
@@ -292,8 +337,8 @@ static void resolve_open_parents(void)
     int missing = 0;
 
     for (size_t i = 0; i < nodes.cap && !missing; i++) {
-        struct node *n = nodes.values[i];
-        if (nodes.keys[i] != 0 && n->parent != PROF_PATH_ROOT_ &&
+        struct prof_node *n = nodes.slots[i].value;
+        if (nodes.slots[i].key != 0 && n->parent != PROF_PATH_ROOT_ &&
             prof_map_get(&nodes, n->parent) == NULL)
             missing = 1;
     }
@@ -313,9 +358,9 @@ void prof_stats_thread_gone(const struct prof_thread *t)
 }
 
 /* True when an ancestor of n runs the same stage (recursion). */
-static int node_recursive(const struct node *n)
+static int node_recursive(const struct prof_node *n)
 {
-    const struct node *p = n;
+    const struct prof_node *p = n;
 
     for (int i = 0; i <= PROF_MAX_DEPTH_ + 1; i++) {
         if (p->parent == PROF_PATH_ROOT_ || (p = prof_map_get(&nodes, p->parent)) == NULL)
@@ -329,8 +374,8 @@ static int node_recursive(const struct node *n)
 void prof_stats_tree(void)
 {
     for (size_t i = 0; i < by_name.cap; i++) {
-        struct prof_stage *s = by_name.values[i];
-        if (by_name.keys[i] == 0)
+        struct prof_stage *s = by_name.slots[i].value;
+        if (by_name.slots[i].key == 0)
             continue;
         s->parent = s->fixed_parent;
         s->parent_weight = 0;
@@ -341,9 +386,9 @@ void prof_stats_tree(void)
     }
     resolve_open_parents();
     for (size_t i = 0; i < nodes.cap; i++) {
-        struct node *n = nodes.values[i], *p;
+        struct prof_node *n = nodes.slots[i].value, *p;
         struct prof_stage *s;
-        if (nodes.keys[i] == 0)
+        if (nodes.slots[i].key == 0)
             continue;
         s = n->stage;
         if (!node_recursive(n)) {
@@ -366,8 +411,8 @@ void prof_stats_tree(void)
     /* A stage that spends more time at the top level than in its heaviest
      * placement is a top-level row. */
     for (size_t i = 0; i < by_name.cap; i++) {
-        struct prof_stage *s = by_name.values[i];
-        if (by_name.keys[i] != 0 && s->fixed_parent == NULL && s->parent != NULL &&
+        struct prof_stage *s = by_name.slots[i].value;
+        if (by_name.slots[i].key != 0 && s->fixed_parent == NULL && s->parent != NULL &&
             s->root_weight >= s->parent_weight)
             s->parent = NULL;
     }
@@ -377,8 +422,8 @@ void prof_stats_tree(void)
      * walked once (marked with the walk that reached it first), so a chain
      * a million deep costs a million steps, not a million squared. */
     for (size_t i = 0, walk = 0; i < by_name.cap; i++) {
-        struct prof_stage *p = by_name.values[i];
-        if (by_name.keys[i] == 0 || p->walk != 0)
+        struct prof_stage *p = by_name.slots[i].value;
+        if (by_name.slots[i].key == 0 || p->walk != 0)
             continue;
         walk++;
         for (; p != NULL && p->walk == 0; p = p->parent)
@@ -423,8 +468,8 @@ static void **collect(const struct prof_map *m, size_t *n)
     if (v == NULL)
         return NULL;
     for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i] != 0)
-            v[(*n)++] = m->values[i];
+        if (m->slots[i].key != 0)
+            v[(*n)++] = m->slots[i].value;
     return v;
 }
 
@@ -650,8 +695,8 @@ const struct prof_stage_stats *prof_stats_window_last(size_t *n, uint64_t *start
 void prof_stats_window_reset(void)
 {
     for (size_t i = 0; i < by_name.cap; i++) {
-        struct prof_stage *s = by_name.values[i];
-        if (by_name.keys[i] == 0)
+        struct prof_stage *s = by_name.slots[i].value;
+        if (by_name.slots[i].key == 0)
             continue;
         acc_clear(&s->win);
         s->flags &= ~PROF_STAGE_LOSSY_WIN_;
@@ -659,22 +704,22 @@ void prof_stats_window_reset(void)
             s->outer_win = 0;
     }
     for (size_t i = 0; i < nodes.cap; i++)
-        if (nodes.keys[i] != 0)
-            ((struct node *)nodes.values[i])->win_total = 0;
+        if (nodes.slots[i].key != 0)
+            ((struct prof_node *)nodes.slots[i].value)->win_total = 0;
     for (size_t i = 0; i < counters.cap; i++)
-        if (counters.keys[i] != 0)
-            memset(&((struct prof_counter *)counters.values[i])->win, 0,
+        if (counters.slots[i].key != 0)
+            memset(&((struct prof_counter *)counters.slots[i].value)->win, 0,
                    sizeof(struct prof_counter_acc));
     for (size_t i = 0; i < marks.cap; i++)
-        if (marks.keys[i] != 0)
-            ((struct prof_mark *)marks.values[i])->win = 0;
+        if (marks.slots[i].key != 0)
+            ((struct prof_mark *)marks.slots[i].value)->win = 0;
 }
 
 static void free_values(struct prof_map *m, void (*fn)(void *))
 {
     for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i] != 0)
-            fn(m->values[i]);
+        if (m->slots[i].key != 0)
+            fn(m->slots[i].value);
     prof_map_clear(m);
 }
 
@@ -715,7 +760,7 @@ void prof_stats_reset(void)
 
 static void sink_zone(const struct prof_event *e)
 {
-    prof_stats_zone(e->stage, e->parent, e->raw, e->dur_ns, e->self_ns);
+    prof_stats_zone(e->stage, e->node, e->dur_ns, e->self_ns);
 }
 
 static void sink_counter(const struct prof_event *e, double value)

@@ -13,6 +13,7 @@
 
 #include "hist.h"
 
+struct prof_node;
 struct prof_thread;
 
 struct prof_acc {
@@ -64,10 +65,17 @@ struct prof_mark {
  * "(null)"); created on first sight. NULL only when out of memory. */
 struct prof_stage *prof_stats_stage(const char *raw_name, uint32_t flags);
 
-/* One ended zone: its stage, the path hash of its parent, the raw name
- * pointer (for the path), duration and self time in ns. */
-void prof_stats_zone(struct prof_stage *s, uint32_t parent_path, const char *raw_name,
-                     uint64_t dur_ns, uint64_t self_ns);
+/* The stage of a zone named raw_name whose enclosing zones' path hash is
+ * parent_path, and in *node the path node it adds to (NULL when out of
+ * memory for it); both created on first sight. One map lookup when the
+ * path was seen before. NULL only when out of memory. */
+struct prof_stage *prof_stats_zone_stage(const char *raw_name, uint32_t parent_path,
+                                         struct prof_node **node);
+
+/* One ended zone: its stage and path node (prof_stats_zone_stage),
+ * duration and self time in ns. */
+void prof_stats_zone(struct prof_stage *s, struct prof_node *node, uint64_t dur_ns,
+                     uint64_t self_ns);
 /* A GPU zone (no path: placed under its CPU stage). */
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur_ns);
 void prof_stats_counter(const char *raw_name, double value);

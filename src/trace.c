@@ -1020,6 +1020,7 @@ static void sink_loss(struct prof_thread *t, uint64_t lost, uint64_t buffer_hint
 
 const struct prof_sink prof_trace_sink = {
     .name = "trace",
+    .active = prof_trace_active,
     .wants = sink_wants,
     .zone = sink_zone,
     .counter = sink_counter,

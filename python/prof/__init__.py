@@ -410,3 +410,9 @@ def get_pxd_dir():
 
 # Cross-rank summaries (docs/DISTRIBUTED.md); imports no torch by itself.
 from . import distributed  # noqa: E402,F401
+
+# PROF_TORCH=1: zone a PyTorch loop with no code change (docs/TORCH.md);
+# torch is instrumented when the program imports it, never imported here.
+if _os.environ.get("PROF_TORCH", "").strip().lower() not in ("", "0", "off", "false", "no"):
+    from . import _torch
+    _torch.install()

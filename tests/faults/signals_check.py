@@ -52,7 +52,12 @@ def start(exe, args, env, **kw):
 
 
 def wait_ready(p):
+    # With PROF_SUMMARY=stdout and a 20 ms period, a loaded machine can
+    # print a periodic summary before the program's "ready": its lines are
+    # passed over (each is one write(2), so "ready" stays a line of its own).
     line = p.stdout.readline()
+    while line and line != b'ready\n':
+        line = p.stdout.readline()
     if line != b'ready\n':
         p.kill()
         out, err = p.communicate()
