@@ -297,11 +297,14 @@ PROF_API int prof_shutdown(void);
 /* Where the summaries that the runtime prints by itself (periodic ones and
  * the final one) go, instead of PROF_SUMMARY: fn receives the formatted
  * text (PROF_SUMMARY_FORMAT decides which form) and the kind, one of
- * PROF_SUMMARY_PERIODIC / PROF_SUMMARY_FINAL. It runs on the collector
- * thread (or on a thread inside prof_flush, prof_shutdown or exit) and
- * should not block for long; the calls that wait for the collector
+ * PROF_SUMMARY_PERIODIC / PROF_SUMMARY_FINAL. It runs on prof's output
+ * writer thread, never on the collector: a handler that blocks delays
+ * later summaries (beyond 8 waiting, periodic ones are merged into later
+ * ones) but no record; at exit the final one is waited for while the
+ * handler is blocked for up to 2 s. The calls that wait for the collector
  * (prof_flush, prof_shutdown, prof_stats, ...) return -EDEADLK inside it
- * instead of hanging. NULL restores PROF_SUMMARY. */
+ * instead of hanging. NULL restores PROF_SUMMARY for summaries made from
+ * then on. */
 enum { PROF_SUMMARY_PERIODIC = 1, PROF_SUMMARY_FINAL = 2 };
 typedef void (*prof_summary_fn)(void *user, const char *text, int kind);
 PROF_API void prof_set_summary_handler(prof_summary_fn fn, void *user);

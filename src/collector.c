@@ -62,7 +62,6 @@ static uint64_t due_step, due_cut_ns;
 static int exact_steps;          /* set around the collector thread's drain */
 static int drain_stopped;        /* a drain stopped at a due step */
 
-static pthread_t collector_id;
 
 static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns);
 /* The collector has taken the runtime lock once (see
@@ -72,11 +71,7 @@ static pthread_cond_t collector_ready_cond = PTHREAD_COND_INITIALIZER;
 
 int prof_collector_is_self(void)
 {
-    /* Acquire pairs with the release in prof_collector_start_locked: a
-     * thread that sees running also sees collector_id. */
-    return prof_summary_in_handler() ||
-           (__atomic_load_n(&prof_rt.collector_running, __ATOMIC_ACQUIRE) &&
-            pthread_equal(pthread_self(), collector_id));
+    return prof_summary_in_handler() || prof_rt_on_collector();
 }
 
 /* The wall time of a window (and of the run) reaches back to the earliest
@@ -557,7 +552,13 @@ void prof_collect_locked(void)
 static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns)
 {
     uint64_t now = prof_clock_now_ns();
-    int err = prof_summary_queue_locked(kind, step, now);
+    int err;
+
+    /* The writer is behind: the window stays open and the next summary
+     * covers it too (merged_windows); the collector never waits. */
+    if (kind == PROF_KIND_PERIODIC && prof_summary_queue_full())
+        return;
+    err = prof_summary_queue_locked(kind, step, now);
 
     if (kind != PROF_KIND_PERIODIC)
         return;
@@ -793,7 +794,7 @@ int prof_collector_start_locked(void)
     pthread_sigmask(SIG_BLOCK, &all, &old);
     pthread_attr_init(&attr);
     collector_ready = 0;
-    err = pthread_create(&collector_id, &attr, collector_main, NULL);
+    err = pthread_create(&prof_rt.collector_id, &attr, collector_main, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0) {
@@ -833,7 +834,7 @@ void prof_collector_stop(void)
     __atomic_store_n(&prof_rt.ready, 0, __ATOMIC_RELAXED);
     prof_rt_unlock();
     prof_wake_collector();
-    pthread_join(collector_id, NULL);
+    pthread_join(prof_rt.collector_id, NULL);
     prof_rt_lock();
     __atomic_store_n(&prof_rt.collector_running, 0, __ATOMIC_RELEASE);
     prof_rt.stopping = 0;

@@ -16,6 +16,7 @@ struct prof_runtime {
     pthread_mutex_t lock;
     int started;                  /* runtime initialised (clock, atexit) */
     int collector_running;
+    pthread_t collector_id;       /* the collector thread, while running */
     int ready;                    /* started, collector running: a thread may
                                      attach without a lock (atomic) */
     int fork_pending;             /* forked child not set up yet (atomic) */
@@ -50,6 +51,14 @@ static inline void prof_rt_unlock(void)
 {
     pthread_mutex_unlock(&prof_rt.lock);
     prof_log_release();
+}
+
+/* Whether the calling thread is the collector thread. Acquire pairs with
+ * the release that sets collector_running after collector_id. */
+static inline int prof_rt_on_collector(void)
+{
+    return __atomic_load_n(&prof_rt.collector_running, __ATOMIC_ACQUIRE) &&
+           pthread_equal(pthread_self(), prof_rt.collector_id);
 }
 
 /* Global step counter (prof_step), read by the collector. */

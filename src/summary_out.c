@@ -1,10 +1,15 @@
 /* summary_out.c - where summaries go: PROF_SUMMARY's stream or file, or
  * the program's handler (prof_set_summary_handler). Summaries are
- * formatted with the runtime lock held and queued here; they are written
- * in order, one at a time, with the runtime lock released, so a slow pipe
- * or a handler never stalls the threads that wait for a flush, and a
- * handler may call the API (it is told -EDEADLK only where waiting would
- * deadlock: prof_collector_is_self). */
+ * formatted with the runtime lock held and queued here (a bounded queue:
+ * QUEUE_MAX); the output writer thread (writer.h) writes them in order,
+ * one at a time, so a stalled pipe or a slow handler costs periodic
+ * summaries, never the collector's time: it goes on draining the rings.
+ * While the queue is full the collector makes no periodic summary and
+ * does not cut its window (prof_summary_queue_full): the next summary
+ * covers every window since the last one (merged_windows), as when steps
+ * come faster than summaries.
+ * The handler runs on the writer thread and may call the API (it is told
+ * -EDEADLK only where waiting would deadlock: prof_collector_is_self). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,20 +28,16 @@
 #include "runtime.h"
 #include "summary.h"
 #include "summary_out.h"
+#include "writer.h"
 
-/* Summaries are written with the runtime lock released; write_lock keeps
- * them whole and one at a time, and guards the summary file's state. */
+/* Held by the writer around each summary: it guards the summary file's
+ * state (the run's end closes the file under it). */
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static int summary_fd = -1;
 static int summary_failed;       /* PROF_SUMMARY's file is not used: stderr instead */
 static int summary_pid;          /* the process that opened summary_fd */
 static char summary_name[4096];  /* the expanded path, for messages */
 static int stdout_failed;        /* a write to stdout failed: stderr instead */
-
-/* Set while this thread runs the user's summary handler: the handler may
- * run on any thread that writes queued summaries (the collector, or one in
- * prof_flush / prof_shutdown), and with write_lock held there. */
-static __thread int in_summary_handler __attribute__((tls_model("initial-exec")));
 
 /* Whether PROF_TRACE, expanded in this process, names the file at path:
  * the same string, or (where both exist) the same inode. */
@@ -118,29 +119,90 @@ static int summary_target(void)
     }
 }
 
-/* Where summaries go instead of PROF_SUMMARY (prof_set_summary_handler). */
-static prof_summary_fn summary_handler;
-static void *summary_handler_user;
-
-void prof_summary_set_handler_locked(prof_summary_fn fn, void *user)
-{
-    summary_handler = fn;
-    summary_handler_user = user;
-}
-
-/* Summaries wait here between being formatted (lock held, possibly in
- * the middle of a drain) and being written (lock released). */
+/* Summaries wait here between being formatted (runtime lock held,
+ * possibly in the middle of a drain) and being written by the writer
+ * thread (writer.h). The queue is bounded: when a reader stops reading,
+ * periodic summaries are merged instead of queued (prof_summary_queue_full).
+ * The handler is taken with the summary when it is queued: a summary goes
+ * where the program said when it was made. */
 struct pending_summary {
     struct prof_buf text;
     int kind;
     int cross_rank;              /* prof_summary_deliver_locked: never muted */
+    uint64_t seq;                /* queued as the seq-th */
+    prof_summary_fn fn;
+    void *user;
     struct pending_summary *next;
 };
 
+/* Summaries waiting (in flight not counted) past which no periodic one is
+ * made: a few windows of a stalled reader, a few MB at most. */
+#define QUEUE_MAX 8
+
+/* The queue, the handler and the counts (queue_lock held). */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending_summary *pending, **pending_end = &pending;
-static struct pending_summary *in_flight;   /* being written, lock released */
-/* Broadcast (runtime lock held) each time a summary was written. */
+static unsigned npending;
+static struct pending_summary *in_flight;   /* being written by the writer */
+static uint64_t queued_seq;                 /* summaries queued so far */
+static uint64_t merged;                     /* periodic summaries not made:
+                                               prof_summary_queue_full */
+/* Broadcast (queue_lock held) each time a summary was written. */
 static pthread_cond_t written_cond = PTHREAD_COND_INITIALIZER;
+
+/* Where summaries go instead of PROF_SUMMARY (prof_set_summary_handler). */
+static prof_summary_fn summary_handler;
+static void *summary_handler_user;
+
+static int summary_service(void);
+
+void prof_summary_set_handler_locked(prof_summary_fn fn, void *user)
+{
+    pthread_mutex_lock(&queue_lock);
+    summary_handler = fn;
+    summary_handler_user = user;
+    pthread_mutex_unlock(&queue_lock);
+}
+
+static void pending_free(struct pending_summary *p)
+{
+    prof_buf_free(&p->text);
+    free(p);
+}
+
+/* Queue p (its text made) and wake the writer. Never refused: periodic
+ * summaries are not made while the queue is full (prof_summary_queue_full),
+ * and what else comes is bounded by itself (one final summary a run; a
+ * cross-rank table waits until it is written). */
+static void summary_enqueue(struct pending_summary *p)
+{
+    pthread_mutex_lock(&queue_lock);
+    p->fn = summary_handler;
+    p->user = summary_handler_user;
+    p->seq = ++queued_seq;
+    *pending_end = p;
+    pending_end = &p->next;
+    npending++;
+    pthread_mutex_unlock(&queue_lock);
+    prof_writer_kick(summary_service);
+}
+
+int prof_summary_queue_full(void)
+{
+    static int logged;
+    int full;
+
+    pthread_mutex_lock(&queue_lock);
+    full = npending >= QUEUE_MAX;
+    merged += full;
+    pthread_mutex_unlock(&queue_lock);
+    if (full)
+        prof_log_once(&logged, "summaries are not being written as fast as they come (is the "
+                      "reader of PROF_SUMMARY's output stopped?): periodic summaries are merged "
+                      "into later ones while it lasts (merged_windows); no record is lost, and "
+                      "the final summary is kept");
+    return full;
+}
 
 /* Format a summary as of step `step`, its wall time running to now, and
  * queue it. */
@@ -160,8 +222,7 @@ int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64
         return -ENOMEM;
     }
     p->kind = kind == PROF_KIND_PERIODIC ? PROF_SUMMARY_PERIODIC : PROF_SUMMARY_FINAL;
-    *pending_end = p;
-    pending_end = &p->next;
+    summary_enqueue(p);
     return 0;
 }
 
@@ -174,9 +235,9 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
         __atomic_load_n(&prof_ranks_muted, __ATOMIC_RELAXED))
         return;
     if (fn != NULL) {
-        in_summary_handler = 1;
+        prof_writer_handler_enter();
         fn(user, p->text.data, p->kind);
-        in_summary_handler = 0;
+        prof_writer_handler_leave();
         return;
     }
     fd = summary_target();
@@ -207,47 +268,74 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
     prof_write_full(STDERR_FILENO, p->text.data, p->text.len, NULL);
 }
 
-/* Write the queued summaries in order. The lock is released while each
- * goes out: a slow pipe or a handler must not stall the threads that wait
- * for a flush. */
-void prof_summary_write_pending_locked(void)
+/* The writer thread's service: the queued summaries, in order, each with
+ * write_lock held (it keeps the file's state; a forked child makes it
+ * anew, so fork never waits on a write). */
+static int summary_service(void)
 {
-    while (pending != NULL) {
-        struct pending_summary *p = pending;
-        prof_summary_fn fn = summary_handler;
-        void *user = summary_handler_user;
+    int any = 0;
 
-        /* One writer at a time, so that summaries go out in the order they
-         * were queued: two threads that each took one and raced for
-         * write_lock printed step 4 before step 2. A thread that finds
-         * another writing waits for it, then writes what is left (or finds
-         * it written). The writer's own handler leaves it to the writer. */
-        if (in_flight != NULL) {
-            if (in_summary_handler)
-                return;
-            pthread_cond_wait(&written_cond, &prof_rt.lock);
-            continue;
+    for (;;) {
+        struct pending_summary *p;
+
+        pthread_mutex_lock(&queue_lock);
+        if ((p = pending) != NULL) {
+            if ((pending = p->next) == NULL)
+                pending_end = &pending;
+            npending--;
         }
-        pending = p->next;
-        if (pending == NULL)
-            pending_end = &pending;
         in_flight = p;
-        prof_rt_unlock();
+        pthread_mutex_unlock(&queue_lock);
+        if (p == NULL)
+            return any;
+        any = 1;
         pthread_mutex_lock(&write_lock);
-        summary_write(p, fn, user);
+        summary_write(p, p->fn, p->user);
         pthread_mutex_unlock(&write_lock);
-        prof_rt_lock();
+        prof_writer_progress();
+        pthread_mutex_lock(&queue_lock);
         in_flight = NULL;
         pthread_cond_broadcast(&written_cond);
-        prof_buf_free(&p->text);
-        free(p);
+        pthread_mutex_unlock(&queue_lock);
+        pending_free(p);
     }
+}
+
+void prof_summary_write_pending_locked(void)
+{
+    /* Written by the writer thread: whoever queued has already woken it. */
+}
+
+/* Whether a summary queued as the target-th or earlier is still waiting
+ * or being written (queue_lock held). */
+static int summary_waiting(uint64_t target)
+{
+    return (pending != NULL && pending->seq <= target) ||
+           (in_flight != NULL && in_flight->seq <= target);
 }
 
 void prof_summary_wait_written_locked(void)
 {
-    while (in_flight != NULL)
-        pthread_cond_wait(&written_cond, &prof_rt.lock);
+    uint64_t target;
+
+    /* The writer's own handler would wait for itself. */
+    if (prof_writer_in_handler() || prof_writer_is_self())
+        return;
+    pthread_mutex_lock(&queue_lock);
+    target = queued_seq;
+    if (!summary_waiting(target)) {
+        pthread_mutex_unlock(&queue_lock);
+        return;
+    }
+    /* The runtime lock is released while waiting: the handler on the
+     * writer thread may take it. */
+    pthread_mutex_unlock(&queue_lock);
+    prof_rt_unlock();
+    pthread_mutex_lock(&queue_lock);
+    while (summary_waiting(target))
+        pthread_cond_wait(&written_cond, &queue_lock);
+    pthread_mutex_unlock(&queue_lock);
+    prof_rt_lock();
 }
 
 /* The cross-rank table (ranks.c), written where the summaries go and in
@@ -264,53 +352,89 @@ int prof_summary_deliver_locked(struct prof_buf *text)
     memset(text, 0, sizeof *text);
     p->kind = PROF_SUMMARY_PERIODIC;
     p->cross_rank = 1;
-    *pending_end = p;
-    pending_end = &p->next;
-    prof_summary_write_pending_locked();
+    summary_enqueue(p);
+    /* On the training thread at its step: out when the call returns, as
+     * the rank's own summaries are after prof_flush. */
+    prof_summary_wait_written_locked();
     return 0;
 }
 
 int prof_summary_in_handler(void)
 {
-    return in_summary_handler;
+    return prof_writer_in_handler();
 }
 
 void prof_summary_out_atfork_prepare(void)
 {
-    pthread_mutex_lock(&write_lock);
+    pthread_mutex_lock(&queue_lock);
+    prof_writer_atfork_prepare();
 }
 
 void prof_summary_out_atfork_parent(void)
 {
-    pthread_mutex_unlock(&write_lock);
+    prof_writer_atfork_parent();
+    pthread_mutex_unlock(&queue_lock);
 }
 
 void prof_summary_out_atfork_child(void)
 {
     pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
 
+    prof_writer_atfork_child();
     /* A thread of the parent may have been waiting on it. */
     written_cond = fresh;
-    pthread_mutex_unlock(&write_lock);
+    /* The parent's writer may have been in the middle of a summary: the
+     * lock is made anew (the child's summary_target drops the parent's
+     * file by its pid). */
+    pthread_mutex_init(&write_lock, NULL);
     /* The parent's queued summaries are the parent's to print; the child's
      * copies are freed unprinted. */
     while (pending != NULL) {
         struct pending_summary *p = pending;
         pending = p->next;
-        prof_buf_free(&p->text);
-        free(p);
+        pending_free(p);
     }
     pending_end = &pending;
+    npending = 0;
+    merged = 0;
     if (in_flight != NULL) {
-        /* Forked while another thread was writing it. */
-        prof_buf_free(&in_flight->text);
-        free(in_flight);
+        /* Forked while the writer was writing it. */
+        pending_free(in_flight);
         in_flight = NULL;
     }
+    pthread_mutex_unlock(&queue_lock);
 }
 
+/* The run's end (runtime lock held, released while waiting): the writer
+ * writes what is queued (the final summary, the trace's end) while it
+ * keeps completing writes (PROF_WRITER_DRAIN_MAX_NS at most); a writer
+ * that completed none for PROF_WRITER_DRAIN_NS is stuck: said, and the
+ * run ends without waiting longer. PROF_SUMMARY's file is closed
+ * only when the writer is done with it. */
 void prof_summary_out_close(void)
 {
+    uint64_t joined;
+    int err;
+
+    prof_rt_unlock();
+    err = prof_writer_drain(PROF_WRITER_DRAIN_NS, PROF_WRITER_DRAIN_MAX_NS);
+    if (err == 0)
+        prof_writer_stop(PROF_WRITER_DRAIN_NS);
+    prof_rt_lock();
+    pthread_mutex_lock(&queue_lock);
+    joined = merged;
+    merged = 0;
+    pthread_mutex_unlock(&queue_lock);
+    if (joined != 0)
+        prof_log("the summaries' writer was behind (PROF_SUMMARY's reader) %llu times: the "
+                 "periodic summaries due then were merged into later ones; no record was lost",
+                 (unsigned long long)joined);
+    if (err != 0) {
+        prof_log("the output writer is stuck (no write done for %d s: a reader that does not "
+                 "read?); the run ends without waiting more: the final summary or the trace's "
+                 "end may be missing", (int)(PROF_WRITER_DRAIN_NS / 1000000000u));
+        return;
+    }
     pthread_mutex_lock(&write_lock);
     if (summary_fd >= 0) {
         close(summary_fd);

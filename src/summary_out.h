@@ -9,21 +9,31 @@
 
 struct prof_buf;
 
-/* Format a summary of kind as of step (wall time to now) and queue it.
+/* Format a summary of kind as of step (wall time to now) and queue it for
+ * the writer thread (writer.h), which writes it in order with the others
+ * (the collector asks prof_summary_queue_full first for a periodic one).
  * 0, or -ENOMEM (said once while memory stays short). Lock held. */
 int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t now);
 
-/* Write the queued summaries in order, each with the runtime lock
- * released. Lock held; returns with it held. */
+/* Whether QUEUE_MAX summaries wait for the writer (a reader that does not
+ * read): then the collector makes no periodic summary and keeps its
+ * window open, so that the next one merges it (counted; said once). */
+int prof_summary_queue_full(void);
+
+/* Nothing since the writer thread: queueing wakes it. Kept for the
+ * collector's calls. Lock held. */
 void prof_summary_write_pending_locked(void);
 
-/* Wait until no summary is being written with the lock released (lock
- * held; released while waiting). */
+/* Wait until every summary queued before the call is written by the
+ * writer: prof_flush's promise. An application thread
+ * only; the lock is held, released while waiting. Returns at once in the
+ * summary handler. */
 void prof_summary_wait_written_locked(void);
 
 /* The cross-rank table (ranks.c), written where the summaries go and in
- * order with them, as a periodic summary (never muted). Takes text's
- * buffer. Lock held; released while writing. */
+ * order with them, as a periodic summary (never muted), and waited for
+ * like prof_flush's. Takes text's buffer. Lock held; released while
+ * waiting. */
 int prof_summary_deliver_locked(struct prof_buf *text);
 
 /* prof_set_summary_handler: summaries go to fn (NULL: to PROF_SUMMARY). */
@@ -32,13 +42,21 @@ void prof_summary_set_handler_locked(prof_summary_fn fn, void *user);
 /* Whether this thread is inside the program's summary handler. */
 int prof_summary_in_handler(void);
 
-/* fork: the writer's lock is taken before the fork (after the runtime
- * lock); in the child, summaries the parent had queued are forgotten. */
+/* fork: the queue's lock and the writer thread's (writer.h) are taken
+ * before the fork (after the runtime lock), never the lock held across a
+ * write, so fork does not wait on a stalled reader; in the child,
+ * summaries the parent had queued are forgotten and there is no writer
+ * thread until the child queues something. */
 void prof_summary_out_atfork_prepare(void);
 void prof_summary_out_atfork_parent(void);
 void prof_summary_out_atfork_child(void);
 
-/* The run's end: close PROF_SUMMARY's file. */
+/* The run's end (the last step of prof_final_report_locked): wait for the
+ * writer to write what is queued, the final summary and the trace's end,
+ * PROF_WRITER_DRAIN_NS at most with the lock released; then say how often
+ * periodic summaries were merged for a writer behind, if ever, and either
+ * close PROF_SUMMARY's file or say in one line that the writer is stuck.
+ * Lock held. */
 void prof_summary_out_close(void);
 
 #endif

@@ -280,6 +280,7 @@ int prof_trace_open(void)
          * anything recorded around the start. */
         origin_ns = now >= 2000000000u ? (now / 1000000000u - 1) * 1000000000u : 0;
     }
+    prof_trace_out_origin(origin_ns);   /* for the writer's own note of dropped events */
     n = (size_t)snprintf(pid_text, sizeof pid_text, ",\"pid\":%d,\"tid\":",
                          (int)prof_process_get()->pid);
     pid_len = n < sizeof pid_text ? n : sizeof pid_text - 1;

@@ -1,13 +1,15 @@
 /* trace_out.h - the trace file's writing side.
  *
  * The formatter (trace.c) fills batches of JSON text under the runtime lock
- * and queues them here; the collector thread writes the queue (compressing
- * it for a .gz path) after each round, with the runtime lock released, so
- * no thread that waits on that lock (a first zone, prof_flush, prof_stats,
- * fork) waits on the disk. Batches are written whole and in order, by one
- * writer at a time. The queue is bounded (QUEUE_MAX in trace_out.c): a
- * formatter that finds it full writes it itself, so a disk slower than the
- * events slows the collector instead of growing memory.
+ * and queues them here; the output writer thread (writer.h) writes the
+ * queue (compressing it for a .gz path), so neither the collector nor a
+ * thread that waits on the runtime lock (a first zone, prof_flush,
+ * prof_stats, fork) waits on the disk or on the file's reader. Batches are
+ * written whole and in order, by one writer at a time. The queue is
+ * bounded (QUEUE_MAX in trace_out.c, 4 MB): a batch that finds it full is
+ * dropped and its events counted; the file says how many in an instant
+ * event ("prof: N trace events dropped ...") before the next batch
+ * written, and stderr says it once, then the total at the end.
  *
  * Lock order: runtime lock, then the writer's lock, then the queue's. */
 #ifndef PROF_TRACE_OUT_H
@@ -25,14 +27,20 @@ int prof_trace_out_open(char *path);
 int prof_trace_out_is_open(void);
 int prof_trace_out_is_gz(void);
 
+/* The trace's origin (CLOCK_MONOTONIC ns of ts 0), for the writer's note
+ * of dropped events. */
+void prof_trace_out_origin(uint64_t origin_ns);
+
 /* Queue the text in *b (taking its memory; *b comes back empty, with a
- * spare buffer's room when there is one). Writes the queue on the spot
- * when it is full. */
+ * spare buffer's room when there is one) and wake the writer thread. When
+ * the queue is full (or the end was asked for), the text is dropped and
+ * its events counted. Never writes. */
 void prof_trace_out_queue(struct prof_buf *b);
 
-/* Write every queued batch. Called without the runtime lock by the
- * collector thread; with it by the paths that must see the file written
- * (open, close, a full queue). */
+/* On the collector (or the writer): wake the writer thread. On any other
+ * thread (prof_flush, the header at open): write every queued batch
+ * there and then, as before the writer thread, so the file holds them
+ * when the call returns. */
 void prof_trace_out_write(void);
 
 /* Something is queued: the collector should write it soon. */
@@ -50,8 +58,10 @@ int prof_trace_out_failed(void);
  * (plain), or remove it (gzip). */
 void prof_trace_out_abandon(void);
 
-/* Write the queue, then the end ("\n]\n", or the end of the gzip member),
- * and close. */
+/* Ask the writer thread to write the queue, then the end ("\n]\n", or the
+ * end of the gzip member), and close; returns at once (the run's end waits
+ * for the writer, bounded: prof_summary_out_close). Batches queued after
+ * this are dropped. */
 void prof_trace_out_close(void);
 
 /* A signal handler's end: see trace.h. */

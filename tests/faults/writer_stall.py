@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""A stalled trace disk must not stall the application (writer_stall.c).
+"""A stalled trace disk must not stall the application (writer_stall.c),
+and a stuck stdout or trace reader must cost summaries and trace events,
+never records (issue 28).
 
     writer_stall.py WRITER_STALL TRACE_CHECK
 
@@ -14,6 +16,7 @@ HANG_S and the test fails. No wall time is judged: the causal order is.
 The trace the reader got must be valid, closed, and hold every zone."""
 import fcntl
 import os
+import re
 import select
 import subprocess
 import sys
@@ -23,7 +26,9 @@ import threading
 import time
 
 HANG_S = 60.0          # a hang guard, not a figure: the calls take ms
+F_SETPIPE_SZ = 1031    # fcntl.F_SETPIPE_SZ, missing before Python 3.10
 F_GETPIPE_SZ = 1032    # fcntl.F_GETPIPE_SZ, missing before Python 3.10
+STALL_S = 10.0         # the stuck-reader run (a third under PROF_TEST_QUICK)
 
 
 def pipe_bytes(fd):
@@ -34,10 +39,139 @@ def pipe_bytes(fd):
     return buf[0]
 
 
+def read_all(fd, into):
+    """Read fd (blocking) to its end into the list `into`."""
+    os.set_blocking(fd, True)
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        into.append(b)
+    os.close(fd)
+
+
+def stuck_readers(exe, tc, with_trace):
+    """PROF_SUMMARY=stdout on a pipe (one page of room) that nobody reads
+    for the whole run (with_trace: and PROF_TRACE on a FIFO nobody reads
+    either), at about 1 M zones a second with a summary every 20 ms. The
+    rings hold a second of zones (PROF_BUFFER=1M), so that a collector
+    only slowed by a loaded machine loses nothing, while one blocked for
+    the whole run loses most. Before the writer
+    thread, the collector blocked in write(2) on stdout and stopped
+    draining: most records were dropped (the final summary said so, and
+    its count fell short). Now the final summary must count every zone
+    made and say 0 dropped; the periodic summaries merged meanwhile are
+    said on stderr; the trace is whole, says how many of its events it dropped,
+    and holds the rest."""
+    quick = os.environ.get('PROF_TEST_QUICK', '') not in ('', '0')
+    seconds = STALL_S / 3 if quick else STALL_S
+    with tempfile.TemporaryDirectory(prefix='prof-stuck-') as d:
+        fifo = os.path.join(d, 'trace.json')
+        os.mkfifo(fifo)
+        tfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, F_SETPIPE_SZ, 4096)
+        except OSError:
+            pass    # the default 64 KB: summaries fill it a little later
+        env = {k: v for k, v in os.environ.items() if not k.startswith('PROF')}
+        env.update(PROF='1', PROF_SUMMARY='stdout', PROF_SUMMARY_EVERY='20ms', PROF_BUFFER='1M')
+        if with_trace:
+            env['PROF_TRACE'] = fifo
+        p = subprocess.Popen([exe, 'summary', d, str(seconds)], env=env, stdout=w,
+                             stderr=subprocess.PIPE)
+        os.close(w)
+        err = []
+        et = threading.Thread(target=lambda: err.append(p.stderr.read()))
+        et.start()
+        done = os.path.join(d, 'done')
+        end = time.monotonic() + seconds + HANG_S
+        while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        out, trace = [], []
+        # Now read both to their ends (the final summary and the trace's
+        # end come once the writer can write).
+        tt = threading.Thread(target=read_all, args=(tfd, trace))
+        tt.start()
+        read_all(r, out)
+        tt.join(timeout=HANG_S)
+        try:
+            p.wait(timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            print('FAIL: the program did not exit')
+            return 1
+        et.join()
+        stderr = err[0].decode(errors='replace') if err else ''
+        text = b''.join(out).decode(errors='replace')
+        if p.returncode != 0 or not os.path.exists(done):
+            print(f'FAIL: exit status {p.returncode}\n{stderr[-2000:]}')
+            return 1
+        made = int(open(os.path.join(d, 'made')).read().split()[0])
+        finals = [m.start() for m in re.finditer(r'^prof summary: .*final:', text, re.M)]
+        periodic = len(re.findall(r'^prof summary: .*, step [0-9]+: ', text, re.M))
+        print(f'{"stdout and trace" if with_trace else "stdout"} not read: '
+              f'{made} zones made in {seconds:.1f} s; stdout: {len(text)} bytes, '
+              f'{periodic} periodic summaries, {len(finals)} final')
+        if len(finals) != 1:
+            print(f'FAIL: {len(finals)} final summaries on stdout, want 1\n'
+                  f'stderr: {stderr[-2000:]}\nstdout tail: {text[-1500:]}')
+            return 1
+        final = text[finals[0]:]
+        head = final.splitlines()[0]
+        m = re.search(r'(\d+) dropped', head)
+        row = re.search(r'^stall_zone +(\d+) ', final, re.M)
+        print(f'final: {head}')
+        print(f'       {row.group(0) if row else "(no stall_zone row)"}')
+        if m is None or int(m.group(1)) != 0:
+            print(f'FAIL: the final summary does not say 0 dropped: {head}\n{stderr[-2000:]}')
+            return 1
+        if row is None or int(row.group(1)) != made:
+            print(f'FAIL: the final summary counts {row.group(1) if row else None} zones, '
+                  f'{made} were made')
+            return 1
+        # With a trace, the collector formats every zone as an event too:
+        # under a sanitizer its drains are slow enough that fewer periodic
+        # summaries than the queue holds may be made; the stdout-only run
+        # always makes enough.
+        if not with_trace and 'periodic summaries are merged' not in stderr:
+            print(f'FAIL: no line saying periodic summaries were merged:\n{stderr[-2000:]}')
+            return 1
+        if 'writer is stuck' in stderr:
+            print(f'FAIL: the writer was said stuck though its readers read at the end:\n'
+                  f'{stderr[-2000:]}')
+            return 1
+        if not with_trace:
+            return 0
+        tpath = os.path.join(d, 'got.json')
+        with open(tpath, 'wb') as f:
+            f.write(b''.join(trace))
+        try:
+            events = tc.check_trace(tpath)
+        except tc.TraceError as e:
+            print(f'FAIL: the trace the reader got: {e}')
+            return 1
+        zones = sum(1 for e in events if e['ph'] == 'X' and e['name'] == 'stall_zone')
+        said = sum(e.get('args', {}).get('dropped_events', 0) for e in events
+                   if e['ph'] == 'i' and e['name'].startswith('prof: ') and
+                   'trace events dropped' in e['name'])
+        print(f'trace: {zones} zones, {said} events said dropped, {sum(map(len, trace))} bytes')
+        if zones > made or zones + said < made:
+            print(f'FAIL: the trace holds {zones} zones and says {said} events dropped; '
+                  f'{made} zones were made')
+            return 1
+    return 0
+
+
 def main():
     exe, tc_path = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.dirname(os.path.abspath(tc_path)))
     import trace_check as tc
+
+    for with_trace in (False, True):
+        if stuck_readers(exe, tc, with_trace) != 0:
+            return 1
 
     with tempfile.TemporaryDirectory(prefix='prof-stall-') as d:
         fifo, out = os.path.join(d, 'trace.json'), os.path.join(d, 'got.json')

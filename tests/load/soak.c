@@ -16,10 +16,14 @@
  *     soak starved    PROF_BUFFER=16 (set by the test) and 4 threads in a
  *                     tight loop: most records are dropped, and counted
  *                     exactly, in prof_stats() and the JSON "dropped".
- *     soak blocked    default ring; the collector is held inside a summary
- *                     handler (PROF_SUMMARY_EVERY=1steps) while 4 threads
- *                     each record 100,000 zones: every record beyond what the
- *                     rings hold is dropped, and counted exactly.
+ *     soak blocked    default ring; a summary handler blocks
+ *                     (PROF_SUMMARY_EVERY=1steps) while 4 threads each record
+ *                     1.5 rings of zones: the handler runs on the output
+ *                     writer thread (issue 28), so the collector goes on
+ *                     draining; whatever is dropped (a loaded machine) is
+ *                     counted exactly. Before the writer thread the handler
+ *                     held the collector and every record beyond what the
+ *                     rings hold was dropped.
  *
  * Each mode prints "figure:" lines (docs/RELIABILITY.md). */
 #include <stdlib.h>
@@ -229,14 +233,16 @@ static int mode_blocked(void)
     CHECK_EQ(prof_flush(), 0);
     rec = recorded();
     dropped = test_dropped();
-    /* Nothing drained while the workers ran: each ring kept at most its
-     * capacity of its thread's records (its first zone included). */
+    /* What a held collector would have dropped at least: each ring
+     * keeping only its capacity (its first zone included). The collector
+     * drains on while the handler blocks, so this is a figure now. */
     floor = issued - THREADS * (capacity - 1);
     FIGURE("blocked.zones", "zones", "%llu", (unsigned long long)issued);
     FIGURE("blocked.recorded", "zones", "%llu", (unsigned long long)rec);
     FIGURE("blocked.dropped", "zones", "%llu", (unsigned long long)dropped);
+    FIGURE("blocked.held_floor", "zones", "%llu", (unsigned long long)floor);
     CHECK_EQ_U64(rec + dropped, issued);
-    CHECK_GE(dropped, floor);
+    CHECK(dropped < floor);   /* the collector was not held */
     prof_set_summary_handler(NULL, NULL);
     return 0;
 }
