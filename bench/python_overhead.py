@@ -31,7 +31,23 @@ A second line gives a zone's cost on the asyncio path (four tasks taking
 turns, each zone spanning one await):
   prof-bench python-async: zone=<ns> ...
 
+A third line compares with the C floor, `with` on a C no-op context
+manager made by a C call (nullcall: the same two calls `with
+prof.zone("x")` makes), and gives the decorator's cost over a plain call:
+  prof-bench python-floor: zone=<ns> nullcall=<ns> ratio=<x> decorator=<ns>
+
 Run: PYTHONPATH=build/python python3 bench/python_overhead.py [--quick]
+
+Old against new, alternated in one run (each round runs this script once
+per build, in a fresh interpreter, the builds' order swapped every round):
+  PYTHONPATH=build/python python3 bench/python_overhead.py --quick \
+      --compare OLD_BUILD/python [--rounds 4]
+prints each round's python-floor line per build, then the medians.
+
+Instruction counts (load-independent), per block of one loop:
+  PYTHONPATH=build/python valgrind --tool=callgrind --separate-threads=yes \
+      python3 bench/python_overhead.py --loop zone 40000
+(zone, nullcall, decorator, plain; see docs/BENCHMARKS.md, "Issue 30").
 """
 
 import os
@@ -202,7 +218,52 @@ def run(cases, n, repeats, setup=None):
     return best
 
 
+def compare(old_path, rounds):
+    """Run this script (without --compare) under the old build's PYTHONPATH
+    and under this one's, alternately, and print the floor lines."""
+    import re
+    import statistics
+    import subprocess
+
+    new_path = os.path.dirname(os.path.dirname(os.path.abspath(prof.__file__)))
+    builds = {"old": os.path.abspath(old_path), "new": new_path}
+    args = [a for a in sys.argv[1:] if a in ("--quick",)]
+    got = {"old": [], "new": []}
+    for r in range(rounds):
+        order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
+        for label in order:
+            env = dict(os.environ, PYTHONPATH=builds[label], PROF_BENCH_NO_TORCH="1")
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), *args],
+                                 env=env, capture_output=True, text=True, check=True).stdout
+            line = next(ln for ln in out.splitlines() if ln.startswith("prof-bench python-floor:"))
+            fields = dict(kv.split("=") for kv in re.findall(r"\w+=[\d.]+", line))
+            got[label].append({k: float(v) for k, v in fields.items()})
+            print(f"round {r + 1} {label}: {line}", flush=True)
+    for label in ("old", "new"):
+        med = {k: statistics.median(d[k] for d in got[label]) for k in got[label][0]}
+        print(f"median {label} ({builds[label]}): zone={med['zone']:.0f} "
+              f"nullcall={med['nullcall']:.0f} ratio={med['ratio']:.2f} "
+              f"decorator={med['decorator']:.0f}")
+
+
+def loop_only(case, n):
+    """--loop CASE N: only the loop, for instruction counts under callgrind
+    (zone, nullcall, decorator or plain: one block or call per iteration)."""
+    loops = {"zone": loop_zone, "nullcall": loop_nullcall,
+             "decorator": loop_call_decorated, "plain": loop_call_plain}
+    loops[case](n)
+
+
 def main():
+    if "--loop" in sys.argv:
+        i = sys.argv.index("--loop")
+        loop_only(sys.argv[i + 1], int(sys.argv[i + 2]))
+        return
+    if "--compare" in sys.argv:
+        i = sys.argv.index("--compare")
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 4
+        compare(sys.argv[i + 1], rounds)
+        return
     if not prof.enabled():
         print("note: recording is off (PROF=0?); zone figures are the off path",
               file=sys.stderr)
@@ -246,6 +307,8 @@ def main():
     # torch.profiler.record_function, off and on.
     rf = rf_on = None
     try:
+        if os.environ.get("PROF_BENCH_NO_TORCH"):
+            raise ImportError("--compare leaves torch out")
         import torch  # noqa: F401
         from torch.profiler import profile, record_function, ProfilerActivity
 
@@ -298,6 +361,9 @@ def main():
     print(f"prof-bench python-async: zone={async_zone - async_null:.0f} "
           f"(per zone whose task took turns with three others, over a no-op context "
           f"manager: {async_null:.0f} ns per block of the loop)")
+
+    print(f"prof-bench python-floor: zone={net['zone']:.1f} nullcall={net['nullcall']:.1f} "
+          f"ratio={net['zone'] / net['nullcall']:.2f} decorator={net['decorator']:.1f}")
 
     rf_txt = f"{rf_on:.0f}" if rf_on is not None else "n/a"
     print(f"prof-bench python: zone={net['zone']:.0f} nullctx={net['nullctx']:.0f} "

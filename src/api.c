@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "prof.h"
 #include "clock.h"
@@ -208,6 +209,18 @@ PROF_API int prof_shutdown(void)
     prof_log_hold();
     prof_rt_lock();
     if (!prof_rt.started || prof_rt.shut_down || prof_rt.fork_pending) {
+        /* A signal's final report under way (SIGTERM from a pool's
+         * terminate() on the collector thread) is waited for: returning
+         * at once let the caller's os._exit cut the summary and the
+         * trace's end (2 of 44 runs). Bounded by the report's own waits
+         * (GPU zones 2 s, the writer 30 s). */
+        for (int ms = 0; prof_rt.final_reporting && ms < 40000; ms++) {
+            struct timespec one = {0, 1000000};
+
+            prof_rt_unlock();
+            nanosleep(&one, NULL);
+            prof_rt_lock();
+        }
         /* A forked child that never recorded has nothing to report. */
         prof_rt.shut_down = 1;
         __atomic_store_n(&prof_on_, 0, __ATOMIC_RELAXED);

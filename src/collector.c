@@ -660,6 +660,7 @@ void prof_final_report_locked(void)
     uint64_t deadline;
     size_t incomplete;
 
+    prof_rt.final_reporting = 1;
     prof_collect_all_locked();
     /* GPU zones still running get 2 s, waited for with the lock released
      * (threads that still record or flush go on meanwhile). */
@@ -686,6 +687,7 @@ void prof_final_report_locked(void)
     prof_trace_close();
     prof_children_finished();
     prof_summary_out_close();
+    prof_rt.final_reporting = 0;
 }
 
 void prof_periodic_locked(uint64_t now)

@@ -59,6 +59,7 @@ static void atfork_child(void)
      * started recording yet (DataLoader workers fork before the first
      * zone), and the child counts its own steps from the fork. */
     prof_rt.forked_from = parent;
+    prof_rt.final_reporting = 0;        /* the parent's, not the child's */
     prof_steps = prof_summary_step_due = 0;
     prof_trace_open_ticks = prof_trace_close_ticks = 0;
     if (!prof_rt.started) {

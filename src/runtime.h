@@ -22,6 +22,8 @@ struct prof_runtime {
     int fork_pending;             /* forked child not set up yet (atomic) */
     int stopping;                 /* the collector is asked to exit */
     int shut_down;                /* prof_shutdown ran */
+    int final_reporting;          /* the final report is being written (it
+                                     releases the lock while it waits) */
     uint64_t start_ns;            /* CLOCK_MONOTONIC at start: wall time base */
     uint64_t window_start_ns;
     uint64_t window_start_step;

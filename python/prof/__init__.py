@@ -207,14 +207,32 @@ def _at_exit():
     shutdown()
 
 
+def _worker_at_exit():
+    # A worker's end: its task loop returned, and Pool.terminate() or its
+    # parent's exit may send it SIGTERM meanwhile. Delivered in the middle
+    # of the final summary or of the trace's close, the runtime's handler
+    # would cut them short (with the collector already stopped it ends the
+    # trace at once and dies): the signal waits until both are written,
+    # then is delivered as sent, and the worker dies by it as asked.
+    try:
+        old = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGTERM})
+    except (AttributeError, OSError, ValueError):
+        old = None
+    try:
+        _at_exit()
+    finally:
+        if old is not None:
+            _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
+
+
 def _worker_exit_hook(_anchor):
-    # Runs in a forked multiprocessing child, from Process._bootstrap after
-    # it cleared the finaliser registry: a Finalize registered here runs in
+    # Runs in a multiprocessing child, from Process._bootstrap after it
+    # cleared the finaliser registry: a Finalize registered here runs in
     # util._exit_function(), the last Python code before os._exit().
     # Priority 0: after the user's positive-priority finalisers (which may
     # still record), before the negative ones that may block on joins.
     import multiprocessing.util as mp_util
-    mp_util.Finalize(None, _at_exit, exitpriority=0)
+    mp_util.Finalize(None, _worker_at_exit, exitpriority=0)
 
 
 class _ForkAnchor:
@@ -266,21 +284,32 @@ def _after_fork_in_child():
 
 
 def _in_mp_child():
-    # A multiprocessing child that imports prof itself (forkserver and
-    # spawn children unpickle their target, importing its module, before
-    # Process._bootstrap runs its after-fork registry): register there, as
-    # a forked child does.
+    # A multiprocessing child that imports prof itself: forkserver and
+    # spawn children import their target's module while they are prepared
+    # (spawn._main, before Process._bootstrap sets parent_process(), with
+    # current_process()._inheriting set), and a forkserver child leaves
+    # through os._exit() like a fork child (Python 3.11-3.13: the
+    # forkserver does not preload __main__, so the child is the first to
+    # import prof). Registered in the after-fork registry that _bootstrap
+    # runs next, as for a forked child. A child already running its target
+    # (prof imported inside the task) is past that registry: its Finalize
+    # is registered directly.
     global _fork_hooked
     mp = _sys.modules.get("multiprocessing")
     mp_util = _sys.modules.get("multiprocessing.util")
     if mp is None or mp_util is None or _fork_hooked:
         return
     try:
-        if mp.parent_process() is None:
-            return
+        preparing = bool(getattr(mp.current_process(), "_inheriting", False))
+        running = mp.parent_process() is not None
     except Exception:
         return
-    mp_util.register_after_fork(_fork_anchor, _worker_exit_hook)
+    if preparing:
+        mp_util.register_after_fork(_fork_anchor, _worker_exit_hook)
+    elif running:
+        _worker_exit_hook(None)
+    else:
+        return
     _fork_hooked = True
 
 

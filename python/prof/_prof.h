@@ -41,6 +41,8 @@ typedef struct {
     PyObject_HEAD
     const char *name;    /* interned by the runtime: lives forever */
     PyObject *pyname;    /* the str it came from */
+    PyObject *bound[2];  /* its __enter__ and __exit__, bound once, made on
+                            first use (_prof_zone.c); NULL until then */
 } ZoneObject;
 
 extern PyTypeObject Zone_Type;
@@ -49,7 +51,8 @@ extern PyObject *zone_cache;       /* str -> Zone; made by PyInit__prof */
 extern PyObject *update_wrapper;   /* functools.update_wrapper; set by PyInit__prof */
 extern pthread_key_t stack_key;    /* frees a thread's zone state at its exit */
 void stack_free(void *p);
-/* The ContextVar behind the per-context stacks of open zones. */
+/* Module set-up, after Zone_Type is ready: the ContextVar behind the
+ * per-context stacks of open zones, and Zone's __enter__ and __exit__. */
 int zone_stacks_init(void);
 
 /* The interned name for a zone, counter or mark name (the Zone cache's),

@@ -130,6 +130,7 @@ static ZoneObject *zone_for(PyObject *name, int *owned)
     }
     z->name = interned;
     z->pyname = key;
+    z->bound[0] = z->bound[1] = NULL;
     if (PyDict_GET_SIZE(zone_cache) < NAME_CACHE_MAX) {
         if (PyDict_SetItem(zone_cache, key, (PyObject *)z) < 0) {
             Py_DECREF(z);

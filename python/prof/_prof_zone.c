@@ -12,16 +12,29 @@
  *                     `with prof.zone("x"):` converts nothing per use
  *                     (_prof_names.c).
  *   Zone.__enter__    begins a zone with the header's inline fast path and
- *                     pushes it on a per-thread stack of open Python zones.
+ *                     pushes it on the stack of open zones of the current
+ *                     contextvars context (an asyncio task's, or the
+ *                     thread's own).
  *   Zone.__exit__     pops it (normally the top entry) and ends it.
  *   Zone(func)        decorator: a C wrapper whose call begins a zone, calls
  *                     func and ends the zone; the prof_zone lives on the C
  *                     stack, so recursion and threads need nothing else.
  *
+ * The fast path. Each thread caches the context of its last Python zone
+ * (the context object and its version, the key CPython's own ContextVar
+ * cache uses). While that context is the current one, nothing has to
+ * switch: enter is a push and the runtime's inline begin, exit a pop and
+ * its inline end, and a decorated call a begin and an end around the call,
+ * as in a program without tasks; the asyncio work (placing a task's zone
+ * where the task was, lanes, generators' out-of-order ends) is in the
+ * *_slow functions, taken only when the context changed or the top entry
+ * is not the zone that ends. __enter__ and __exit__ are handed out bound
+ * once per Zone (ZoneSpecial), so a `with` block makes no method objects.
+ *
  * One Zone object serves every use of its name: nested (recursion), on
  * several threads, and from generators or coroutines that suspend inside a
- * `with` block. That is why the open zones live on a per-thread stack keyed
- * by the interned name rather than in the object.
+ * `with` block. That is why the open zones live on per-context stacks
+ * keyed by the interned name rather than in the object.
  *
  * Nesting repair. The runtime keeps one nesting depth per thread and a zone
  * end restores it to the depth of the zone that ends, which assumes zones
@@ -36,7 +49,7 @@
  * slots. The records themselves are always exact (start, end,
  * name, parent); only later zones' placement in the tree depends on this.
  *
- * The stack and everything that touches it stay in this file: tls_stack
+ * The stacks and everything that touches them stay in this file: tls_py
  * is static here, so Zone.__enter__ and __exit__ read it with one TLS load
  * and no other file can change it behind their back.
  *
@@ -50,11 +63,19 @@
 /* ------------------------------------------------------------------------ */
 /* Open `with` zones, per context                                            */
 
+/* Where a thread's nesting stands: the level and the path hash of its
+ * innermost open zone (prof_thread_::depth's level and ::path). */
+typedef struct {
+    uint32_t depth, path;
+} nest;
+
+#define NEST_NONE UINT32_MAX   /* depth of a nest not known: no level has it */
+
 typedef struct {
     const char *key;     /* the interned name: identifies the Zone */
     prof_zone z;
-    uint32_t in_depth;   /* the thread's level and path inside the zone */
-    uint32_t in_path;
+    nest in;             /* the nesting inside the zone; kept only for a zone
+                            the runtime did not place (entry_in) */
 } open_zone;
 
 /* The open zones of one contextvars context: an asyncio task, a callback,
@@ -67,11 +88,11 @@ typedef struct ContextStack {
     PyObject_HEAD
     PyObject *ctx;                      /* the context it belongs to */
     struct prof_thread_ *thread;        /* the thread whose levels base names */
-    uint32_t base_depth, base_path;     /* where its first zone opens */
+    nest base;                          /* where its first zone opens */
     uint64_t id;                        /* unique: a new stack at a freed
                                            one's address is another stack */
     uint32_t lane;                      /* its zones' lane (0: the thread's) */
-    int holes;                          /* a zone under the top ended first
+    uint32_t holes;                     /* a zone under the top ended first
                                            (a generator's) since it was last
                                            empty */
     size_t n, cap;
@@ -83,10 +104,6 @@ static PyTypeObject ContextStack_Type;
 static ContextStack *all_stacks;
 static uint64_t stacks_made;
 
-/* Zones still open when their context went away (a thread that exited
- * inside a `with` block, a task dropped unfinished): kept, up to a bound,
- * so that an end on another thread still reaches the runtime, which
- * refuses and counts it. */
 /* Lanes (prof_impl.h): a stack made for a context derived from another one (a
  * task, a callback) records its zones in a lane of its own, so that the
  * runtime sums their children, and the trace draws them, apart from other
@@ -119,26 +136,42 @@ static void lane_give(uint32_t lane)
         lanes_used[lane / 64] &= ~((uint64_t)1 << (lane % 64));
 }
 
+/* Zones still open when their context went away (a thread that exited
+ * inside a `with` block, a task dropped unfinished): kept, up to a bound,
+ * so that an end on another thread still reaches the runtime, which
+ * refuses and counts it. */
 #define ORPHANS_MAX 1024
 static open_zone orphans[ORPHANS_MAX];
 static size_t orphans_n;
 static PyObject *stack_var;             /* the ContextVar */
 
-/* Per thread: which stack the current context has (a cache keyed the way
- * CPython keys its own ContextVar cache: the context and its version), the
- * nesting state the last Python zone left on the thread, and the state
- * below the Python zones (C zones around an event loop). */
+/* Per thread: the context of the last Python zone begun or ended here, as
+ * long as it is still the current one (a cache keyed the way CPython keys
+ * its own ContextVar cache: the context and its version), the nesting
+ * that zone left on the thread, and the nesting below the Python zones
+ * (C zones around an event loop).
+ *
+ * The cache is the fast path's whole test: while it holds, the thread's
+ * nesting is this context's (or C zones opened inside it since), as in a
+ * program without tasks, and a zone opens and closes with nothing to
+ * switch. Whatever makes another context's zone the last one here (a task
+ * switch, a generator resumed in another task) goes through the slow path,
+ * which sets it again (cache_set). */
 typedef struct {
-    PyObject *ctx;
-    uint64_t ctx_ver;
+    PyObject *ctx;                      /* compared only, never dereferenced */
+    uint64_t ctx_ver;                   /* CTX_VER_NONE: nothing cached */
     ContextStack *stack;                /* borrowed: ctx holds it */
-    int set_valid;
-    uint32_t set_depth, set_path;
-    uint32_t floor_depth, floor_path;
+    nest set;                           /* left by the last Python zone here
+                                           (depth NEST_NONE: not known) */
+    nest floor;                         /* below the Python zones */
     int has_base;                       /* a stack of lane 0 was made here */
     uint64_t last;                      /* id of the stack of the last
                                            Python zone opened or ended here */
 } thread_py;
+
+/* No context has this version: a thread's counter starts at 0 and goes up
+ * by one per context switch or variable set. */
+#define CTX_VER_NONE UINT64_MAX
 
 /* initial-exec: one %fs-relative load instead of a __tls_get_addr call per
  * access. A dlopen'd module may use a few bytes of static TLS (glibc keeps
@@ -160,9 +193,32 @@ static inline struct prof_thread_ *self_thread(void)
     return prof_thread_self_;
 }
 
+/* The calling thread's Python state, without the NULL test of
+ * PyThreadState_Get (a zone runs with the GIL held). */
+static inline PyThreadState *tstate_now(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked();
+#else
+    return _PyThreadState_UncheckedGet();
+#endif
+}
+
 static inline uint32_t thread_depth(const struct prof_thread_ *t)
 {
     return __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
+}
+
+static inline nest thread_nest(const struct prof_thread_ *t)
+{
+    nest n = {thread_depth(t), __atomic_load_n(&t->path, __ATOMIC_RELAXED)};
+
+    return n;
+}
+
+static inline int nest_eq(nest a, nest b)
+{
+    return a.depth == b.depth && a.path == b.path;
 }
 
 /* Whether z was begun by this thread: its slot, and the slot's generation
@@ -172,6 +228,24 @@ static inline int begun_here(const prof_zone *z, const struct prof_thread_ *t)
     return t != NULL && ((uintptr_t)z->thread & ~(uintptr_t)1) == (uintptr_t)t &&
            z->gen == (uint16_t)(__atomic_load_n(&t->depth, __ATOMIC_RELAXED) >>
                                 PROF_DEPTH_GEN_SHIFT_);
+}
+
+/* Whether the runtime placed z in its thread's nesting (begun while
+ * recording, not refused). The nesting inside such a zone follows from the
+ * zone, so opening it stores nothing more. */
+static inline int zone_placed(const prof_zone *z)
+{
+    return z->start != 0 && ((uintptr_t)z->thread & ~(uintptr_t)1) != 0;
+}
+
+static inline nest entry_in(const open_zone *e)
+{
+    if (LIKELY(zone_placed(&e->z))) {
+        nest n = {((uint32_t)e->z.depth + 1) & PROF_DEPTH_LEVEL_,
+                  prof_path_mix_(e->z.parent, e->z.name)};
+        return n;
+    }
+    return e->in;
 }
 
 static int ContextStack_traverse(ContextStack *self, visitproc visit, void *arg)
@@ -231,6 +305,8 @@ static thread_py *thread_py_get(void)
         PyErr_NoMemory();
         return NULL;
     }
+    tp->ctx_ver = CTX_VER_NONE;
+    tp->set.depth = NEST_NONE;
     tls_py = tp;
     pthread_setspecific(stack_key, tp);
     return tp;
@@ -238,26 +314,41 @@ static thread_py *thread_py_get(void)
 
 /* Where a zone opened now in stack s goes: inside its innermost zone, or
  * at its base. */
-static inline void stack_top(const ContextStack *s, uint32_t *depth, uint32_t *path)
+static inline nest stack_top(const ContextStack *s)
 {
-    if (s->n > 0) {
-        *depth = s->v[s->n - 1].in_depth;
-        *path = s->v[s->n - 1].in_path;
-    } else {
-        *depth = s->base_depth;
-        *path = s->base_path;
-    }
+    return s->n > 0 ? entry_in(&s->v[s->n - 1]) : s->base;
 }
 
 /* Whether the thread's nesting is what the last Python zone left (else C
- * zones have opened since, and Python zones nest inside them). */
+ * zones have opened since, or a decorated call's zone, and Python zones
+ * nest inside them). */
 static inline int python_owns_state(const thread_py *tp, const struct prof_thread_ *t)
 {
-    return tp->set_valid && thread_depth(t) == tp->set_depth &&
-           __atomic_load_n(&t->path, __ATOMIC_RELAXED) == tp->set_path;
+    return nest_eq(thread_nest(t), tp->set);
 }
 
-static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
+/* The fast paths' test: whether the current context is the one of the
+ * last Python zone here (its stack is then tp->stack). */
+static inline int cache_hit(const thread_py *tp, const PyThreadState *ts)
+{
+    return ts->context == tp->ctx && ts->context_ver == tp->ctx_ver;
+}
+
+/* After a slow path in context stack s (ts's current context): cache it
+ * when its zone is now the last one here. */
+static void cache_set(thread_py *tp, const PyThreadState *ts, ContextStack *s)
+{
+    if (s->id == tp->last) {
+        tp->ctx = ts->context;
+        tp->ctx_ver = ts->context_ver;
+        tp->stack = s;
+    } else {
+        tp->ctx_ver = CTX_VER_NONE;
+    }
+}
+
+/* The current context's stack, made on first use. */
+static ContextStack *stack_lookup(thread_py *tp, PyThreadState *ts)
 {
     PyObject *v = NULL, *token;
     ContextStack *s, *parent;
@@ -276,9 +367,8 @@ static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
         Py_CLEAR(v);
     parent = (ContextStack *)v;
     if (parent != NULL && parent->ctx == ts->context) {
-        s = parent;
         Py_DECREF(v);
-        goto found;
+        return parent;
     }
     s = PyObject_GC_New(ContextStack, &ContextStack_Type);
     if (s == NULL) {
@@ -302,13 +392,17 @@ static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
         all_stacks->prev = s;
     all_stacks = s;
     if (parent != NULL && parent->thread == t && t != NULL) {
-        stack_top(parent, &s->base_depth, &s->base_path);
+        /* Made where its creator is: inside whatever the creator has open
+         * on this thread now (a decorated call's zone, C zones) when the
+         * creator's zone was the last here, else inside its innermost. */
+        s->base = parent->id == tp->last ? thread_nest(t) : stack_top(parent);
     } else if (t != NULL && python_owns_state(tp, t)) {
-        s->base_depth = tp->floor_depth;
-        s->base_path = tp->floor_path;
+        s->base = tp->floor;
+    } else if (t != NULL) {
+        s->base = thread_nest(t);
     } else {
-        s->base_depth = t != NULL ? thread_depth(t) : 0;
-        s->base_path = t != NULL ? __atomic_load_n(&t->path, __ATOMIC_RELAXED) : PROF_PATH_ROOT_;
+        s->base.depth = 0;
+        s->base.path = PROF_PATH_ROOT_;
     }
     PyObject_GC_Track(s);
     Py_XDECREF(v);
@@ -322,21 +416,7 @@ static ContextStack *stack_slow(thread_py *tp, PyThreadState *ts)
     if (token == NULL)
         return NULL;
     Py_DECREF(token);
-found:
-    tp->ctx = ts->context;
-    tp->ctx_ver = ts->context_ver;
-    tp->stack = s;
     return s;
-}
-
-/* The current context's stack. */
-static inline ContextStack *stack_get(thread_py *tp)
-{
-    PyThreadState *ts = PyThreadState_GET();
-
-    if (LIKELY(ts->context != NULL && ts->context == tp->ctx && ts->context_ver == tp->ctx_ver))
-        return tp->stack;
-    return stack_slow(tp, ts);
 }
 
 static int stack_grow(ContextStack *s)
@@ -358,79 +438,98 @@ static int stack_grow(ContextStack *s)
 static PyObject *special_wrapper;  /* prof._wrap_special, set by __init__ */
 PyObject *update_wrapper;          /* functools.update_wrapper */
 
+/* The zone e did not get a place in the thread's nesting (recording off,
+ * refused): it keeps where it would be, for zones opened inside it. */
+static __attribute__((noinline)) void entry_unplaced(thread_py *tp, ContextStack *s,
+                                                     open_zone *e)
+{
+    struct prof_thread_ *t = self_thread();
+
+    if (t != NULL) {
+        e->in = tp->set = thread_nest(t);
+    } else {
+        s->n--;
+        e->in = stack_top(s);
+        s->n++;
+    }
+}
+
+/* Push a zone on stack s, whose context's zone was the last on this
+ * thread: the thread's nesting is already the context's. */
+static inline __attribute__((always_inline)) void open_here(thread_py *tp, ContextStack *s,
+                                                            ZoneObject *self)
+{
+    open_zone *e = &s->v[s->n++];
+
+    e->key = self->name;
+    e->z = prof_zone_begin_inline_(self->name);
+    if (LIKELY(zone_placed(&e->z)))
+        tp->set = entry_in(e);
+    else
+        entry_unplaced(tp, s, e);
+}
+
 /* Open a zone in stack s when another context's zone was the last on
  * this thread (or none was): the thread's nesting becomes this context's
  * first. */
 static void zone_open_switch(ZoneObject *self, thread_py *tp, ContextStack *s)
 {
     struct prof_thread_ *t = self_thread();
-    open_zone *e;
-    uint32_t depth, path;
+    nest at = stack_top(s);
 
-    stack_top(s, &depth, &path);
     if (t != NULL) {
         if (!python_owns_state(tp, t)) {
             /* C zones own the thread's nesting: Python's nest inside. */
-            tp->floor_depth = thread_depth(t);
-            tp->floor_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
-            if (s->n == 0 && s->thread == t) {
-                depth = s->base_depth = tp->floor_depth;
-                path = s->base_path = tp->floor_path;
-            } else {
-                depth = tp->floor_depth;
-                path = tp->floor_path;
-            }
-        } else if (UNLIKELY(tp->set_depth != depth || tp->set_path != path)) {
+            tp->floor = thread_nest(t);
+            if (s->n == 0 && s->thread == t)
+                s->base = tp->floor;
+            at = tp->floor;
+        } else if (UNLIKELY(!nest_eq(tp->set, at))) {
             /* Another task's zone was the last: take up this one's. */
-            prof_zone_resume_(depth, path);
+            prof_zone_resume_(at.depth, at.path);
         }
-    }
-    e = &s->v[s->n++];
-    e->key = self->name;
-    e->z = prof_zone_begin_inline_(self->name);
-    t = self_thread();
-    if (e->z.start != 0 && t != NULL) {
-        e->in_depth = tp->set_depth = thread_depth(t);
-        e->in_path = tp->set_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
-        tp->set_valid = 1;
-    } else {
-        e->in_depth = depth;
-        e->in_path = path;
     }
     if (s->thread == NULL)
         s->thread = t;
     tp->last = s->id;
+    open_here(tp, s, self);
 }
 
-/* Inlined into Zone.__enter__/__exit__ and the wrapper: this is the whole
- * cost of a Python zone. */
+/* Everything a zone open does that the fast path below does not: a first
+ * zone on this thread or in this context, a task switch, a full stack. */
+static __attribute__((noinline)) int zone_open_slow(ZoneObject *self)
+{
+    thread_py *tp = thread_py_get();
+    PyThreadState *ts = tstate_now();
+    ContextStack *s;
+
+    if (tp == NULL || (s = stack_lookup(tp, ts)) == NULL)
+        return -1;
+    if (s->n == s->cap && stack_grow(s) < 0)
+        return -1;
+    if (s->id != tp->last)
+        zone_open_switch(self, tp, s);
+    else
+        open_here(tp, s, self);
+    cache_set(tp, ts, s);
+    return 0;
+}
+
+/* Inlined into Zone.__enter__: with the context of the last Python zone
+ * here still current, a push and the runtime's inline begin. */
 static inline __attribute__((always_inline)) int zone_open(ZoneObject *self)
 {
     thread_py *tp = tls_py;
-    ContextStack *s;
-    struct prof_thread_ *t;
-    open_zone *e;
 
-    if (UNLIKELY(tp == NULL) && (tp = thread_py_get()) == NULL)
-        return -1;
-    if (UNLIKELY((s = stack_get(tp)) == NULL))
-        return -1;
-    if (UNLIKELY(s->n == s->cap) && stack_grow(s) < 0)
-        return -1;
-    t = self_thread();
-    if (UNLIKELY(s->id != tp->last || t == NULL)) {
-        zone_open_switch(self, tp, s);
-        return 0;
+    if (LIKELY(tp != NULL) && LIKELY(cache_hit(tp, tstate_now()))) {
+        ContextStack *s = tp->stack;
+
+        if (LIKELY(s->n != s->cap)) {
+            open_here(tp, s, self);
+            return 0;
+        }
     }
-    /* The same context as the last Python zone here: the thread's nesting
-     * is this context's (or C zones opened inside it since), as in a
-     * program without tasks. */
-    e = &s->v[s->n++];
-    e->key = self->name;
-    e->z = prof_zone_begin_inline_(self->name);
-    e->in_depth = tp->set_depth = thread_depth(t);
-    e->in_path = tp->set_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
-    return 0;
+    return zone_open_slow(self);
 }
 
 static PyObject *Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
@@ -440,13 +539,21 @@ static PyObject *Zone_enter(ZoneObject *self, PyObject *Py_UNUSED(ignored))
     return Py_NewRef((PyObject *)self);
 }
 
+/* The nesting the thread has now, as left by a Python zone's end. */
+static inline void set_from_thread(thread_py *tp)
+{
+    struct prof_thread_ *t = self_thread();
+
+    if (LIKELY(t != NULL))
+        tp->set = thread_nest(t);
+}
+
 /* End the zone of entry i of stack s, begun on this thread. */
-static inline __attribute__((always_inline)) void end_own(thread_py *tp, ContextStack *s,
-                                                          size_t i)
+static void end_own(thread_py *tp, ContextStack *s, size_t i)
 {
     open_zone e = s->v[i];
     struct prof_thread_ *t = self_thread();
-    uint32_t depth, path;
+    nest at;
 
     if (UNLIKELY(i + 1 != s->n)) {
         memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
@@ -458,26 +565,48 @@ static inline __attribute__((always_inline)) void end_own(thread_py *tp, Context
     if (e.z.start != 0 && begun_here(&e.z, t)) {
         /* Make it the innermost zone of the thread, whatever other tasks
          * opened meanwhile: their zones are not inside this one. */
-        if (thread_depth(t) != (uint32_t)e.z.depth + 1 ||
-            __atomic_load_n(&t->path, __ATOMIC_RELAXED) != e.in_path)
-            prof_zone_resume_((uint32_t)e.z.depth + 1, e.in_path);
+        nest in = entry_in(&e);
+        if (!nest_eq(thread_nest(t), in))
+            prof_zone_resume_(in.depth, in.path);
         if (s->lane != 0)
             prof_zone_end_lane_(&e.z, s->lane);
         else
             prof_zone_end_inline_(&e.z);
         /* Out of order within the context (generators): the thread goes
          * on inside the context's innermost zone still open. */
-        stack_top(s, &depth, &path);
-        if (thread_depth(t) != depth || __atomic_load_n(&t->path, __ATOMIC_RELAXED) != path)
-            prof_zone_resume_(depth, path);
-        tp->set_depth = depth;
-        tp->set_path = path;
-        tp->set_valid = 1;
+        at = stack_top(s);
+        if (!nest_eq(thread_nest(t), at))
+            prof_zone_resume_(at.depth, at.path);
+        tp->set = at;
         tp->last = s->id;
         return;
     }
     /* Begun while off, or on a thread this context ran on before. */
     prof_zone_end_inline_(&e.z);
+}
+
+/* End the innermost zone of stack s, whose context's zone was the last
+ * here, when s is a task's (a lane) or a zone under the top ended first:
+ * what the fast path leaves out. */
+static void close_top(thread_py *tp, ContextStack *s)
+{
+    prof_zone z = s->v[--s->n].z;
+    int on = z.start != 0;   /* the end clears it */
+
+    if (s->lane != 0)
+        prof_zone_end_lane_(&z, s->lane);
+    else
+        prof_zone_end_inline_(&z);
+    /* Where the context goes on: inside its innermost zone still open
+     * (which is where this zone began, unless a generator's zone under it
+     * ended first). */
+    if (UNLIKELY(s->holes)) {
+        nest at = stack_top(s);
+        if (self_thread() != NULL && on && (at.depth != z.depth || at.path != z.parent))
+            prof_zone_resume_(at.depth, at.path);
+        s->holes = s->n != 0;
+    }
+    set_from_thread(tp);
 }
 
 /* An end on another thread than the zone's: the runtime refuses it,
@@ -492,7 +621,8 @@ static int refuse(ZoneObject *self, prof_zone *z)
     return -1;
 }
 
-static int zone_close_slow(ZoneObject *self, thread_py *tp, ContextStack *s)
+/* An end whose zone is not the innermost of the current context. */
+static int zone_close_search(ZoneObject *self, thread_py *tp, ContextStack *s)
 {
     size_t i;
     prof_zone z;
@@ -538,47 +668,49 @@ static int zone_close_slow(ZoneObject *self, thread_py *tp, ContextStack *s)
     return -1;
 }
 
+/* Everything a zone end does that the fast path below does not: a task's
+ * zone (a lane), a task switch, ends out of order. */
+static __attribute__((noinline)) int zone_close_slow(ZoneObject *self)
+{
+    thread_py *tp = thread_py_get();
+    PyThreadState *ts = tstate_now();
+    ContextStack *s;
+    int r = 0;
+
+    if (tp == NULL || (s = stack_lookup(tp, ts)) == NULL)
+        return -1;
+    if (s->n != 0 && s->v[s->n - 1].key == self->name) {
+        if (s->id == tp->last)
+            close_top(tp, s);
+        else
+            end_own(tp, s, s->n - 1);   /* another context's zone was the last */
+    } else {
+        r = zone_close_search(self, tp, s);
+    }
+    cache_set(tp, ts, s);
+    return r;
+}
+
+/* Inlined into Zone.__exit__: the innermost zone of the context of the last
+ * Python zone here, outside tasks and generators' out-of-order ends, is a
+ * pop and the runtime's inline end. */
 static inline __attribute__((always_inline)) int zone_close(ZoneObject *self)
 {
     thread_py *tp = tls_py;
-    ContextStack *s;
 
-    if (UNLIKELY(tp == NULL) && (tp = thread_py_get()) == NULL)
-        return -1;
-    if (UNLIKELY((s = stack_get(tp)) == NULL))
-        return -1;
-    if (LIKELY(s->id == tp->last && s->n != 0 && s->v[s->n - 1].key == self->name)) {
-        /* The innermost zone of the context whose zone was the last here:
-         * the thread's nesting is already its. */
-        struct prof_thread_ *t = self_thread();
-        prof_zone z = s->v[--s->n].z;
-        uint32_t depth, path;
-        int on = z.start != 0;   /* the end clears it */
+    if (LIKELY(tp != NULL) && LIKELY(cache_hit(tp, tstate_now()))) {
+        ContextStack *s = tp->stack;
 
-        if (s->lane != 0)
-            prof_zone_end_lane_(&z, s->lane);
-        else
+        if (LIKELY(s->n != 0) && LIKELY(s->v[s->n - 1].key == self->name) &&
+            LIKELY((s->lane | s->holes) == 0)) {
+            prof_zone z = s->v[--s->n].z;
+
             prof_zone_end_inline_(&z);
-        /* Where the context goes on: inside its innermost zone still open
-         * (which is where this zone began, unless a generator's zone under
-         * it ended first). */
-        if (UNLIKELY(s->holes)) {
-            stack_top(s, &depth, &path);
-            if (t != NULL && on && (depth != z.depth || path != z.parent))
-                prof_zone_resume_(depth, path);
-            s->holes = s->n != 0;
+            set_from_thread(tp);
+            return 0;
         }
-        if (t != NULL) {
-            tp->set_depth = thread_depth(t);
-            tp->set_path = __atomic_load_n(&t->path, __ATOMIC_RELAXED);
-        }
-        return 0;
     }
-    if (LIKELY(s->n != 0 && s->v[s->n - 1].key == self->name)) {
-        end_own(tp, s, s->n - 1);
-        return 0;
-    }
-    return zone_close_slow(self, tp, s);
+    return zone_close_slow(self);
 }
 
 static PyObject *Zone_exit(ZoneObject *self, PyObject *const *Py_UNUSED(args),
@@ -598,14 +730,15 @@ typedef struct {
     PyObject *weakrefs;
 } ZoneWrapperObject;
 
-static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const *args,
-                                        size_t nargsf, PyObject *kwnames)
+/* A decorated call whose context is not the last one here: on the
+ * context's stack like a `with` block, placed by the slow path. */
+static __attribute__((noinline)) PyObject *
+ZoneWrapper_call_slow(ZoneWrapperObject *self, PyObject *const *args, size_t nargsf,
+                      PyObject *kwnames)
 {
     PyObject *r, *type, *value, *tb;
 
-    /* On the context's stack like a `with` block, so that zones inside the
-     * call nest in it and it nests in its task's zones. */
-    if (UNLIKELY(zone_open(self->zone) < 0))
+    if (zone_open_slow(self->zone) < 0)
         return NULL;
     r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     if (r == NULL) {
@@ -616,6 +749,42 @@ static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const
     }
     if (UNLIKELY(zone_close(self->zone) < 0))
         Py_CLEAR(r);
+    return r;
+}
+
+static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const *args,
+                                        size_t nargsf, PyObject *kwnames)
+{
+    thread_py *tp = tls_py;
+    PyThreadState *ts;
+    ContextStack *s;
+    prof_zone z;
+    nest set;
+    PyObject *r;
+
+    if (UNLIKELY(tp == NULL) || UNLIKELY(!cache_hit(tp, ts = tstate_now())))
+        return ZoneWrapper_call_slow(self, args, nargsf, kwnames);
+    s = tp->stack;
+    /* The context of the last Python zone here: the thread's nesting is
+     * already its, and the call's zone ends before the context can
+     * change, so it opens and closes like a C zone. Python zones see it
+     * as one: inside it they nest in it, and a task made inside it starts
+     * there (stack_lookup); after it, the nesting the last Python zone left
+     * is what it was before. */
+    set = tp->set;
+    z = prof_zone_begin_inline_(self->zone->name);
+    r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    if (UNLIKELY(s->lane != 0))
+        prof_zone_end_lane_(&z, s->lane);
+    else
+        prof_zone_end_inline_(&z);
+    tp->set = set;
+    if (UNLIKELY(tp->last != s->id)) {
+        /* Other contexts' zones ran inside the call (an event loop run by
+         * it): this one's is the last here again. */
+        tp->last = s->id;
+        cache_set(tp, ts, s);
+    }
     return r;
 }
 
@@ -669,8 +838,181 @@ static PyObject *Zone_repr(ZoneObject *self)
     return PyUnicode_FromFormat("prof.zone(%R)", self->pyname);
 }
 
+/* ------------------------------------------------------------------------ */
+/* __enter__ and __exit__ without a method object per block                  */
+/*
+ * A `with` statement looks __enter__ and __exit__ up on the type and binds
+ * each to the object: for methods, two method objects made and freed per
+ * block, which cost more than the zone itself. Python 3.14 calls methods
+ * without binding them; before it, a Zone keeps its two bound forms
+ * (ZoneBound, made on first use, kept as long as the zone) and the type's
+ * __enter__ and __exit__ (ZoneSpecial descriptors) hand those out. Called
+ * on the type, as contextlib.ExitStack does (type(cm).__exit__(cm, ...)),
+ * they take the zone first, like methods.
+ */
+enum { SPECIAL_ENTER, SPECIAL_EXIT };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    ZoneObject *zone;     /* borrowed: the zone owns this object, and clears
+                             this when it goes */
+    int which;
+} ZoneBoundObject;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int which;
+} ZoneSpecialObject;
+
+static PyTypeObject ZoneBound_Type, ZoneSpecial_Type;
+static const char *const special_names[2] = {"__enter__", "__exit__"};
+
+/* A call the fast functions below do not take: of a freed zone, with
+ * arguments __enter__ does not take, with keywords. */
+static PyObject *special_refuse(ZoneObject *zone, int which, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    if (zone == NULL)
+        PyErr_Format(PyExc_RuntimeError, "prof.Zone.%s() of a zone that no longer exists",
+                     special_names[which]);
+    else if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)
+        PyErr_Format(PyExc_TypeError, "prof.Zone.%s() takes no keyword arguments",
+                     special_names[which]);
+    else
+        PyErr_Format(PyExc_TypeError, "prof.Zone.__enter__() takes no arguments (%zd given)",
+                     nargs);
+    return NULL;
+}
+
+static PyObject *ZoneBound_enter(ZoneBoundObject *self, PyObject *const *Py_UNUSED(args),
+                                 size_t nargsf, PyObject *kwnames)
+{
+    if (UNLIKELY(self->zone == NULL || PyVectorcall_NARGS(nargsf) != 0 || kwnames != NULL))
+        return special_refuse(self->zone, SPECIAL_ENTER, PyVectorcall_NARGS(nargsf), kwnames);
+    return Zone_enter(self->zone, NULL);
+}
+
+static PyObject *ZoneBound_exit(ZoneBoundObject *self, PyObject *const *args, size_t nargsf,
+                                PyObject *kwnames)
+{
+    if (UNLIKELY(self->zone == NULL || kwnames != NULL))
+        return special_refuse(self->zone, SPECIAL_EXIT, PyVectorcall_NARGS(nargsf), kwnames);
+    return Zone_exit(self->zone, args, PyVectorcall_NARGS(nargsf));
+}
+
+static const vectorcallfunc bound_calls[2] = {(vectorcallfunc)ZoneBound_enter,
+                                              (vectorcallfunc)ZoneBound_exit};
+
+static PyObject *ZoneBound_repr(ZoneBoundObject *self)
+{
+    if (self->zone == NULL)
+        return PyUnicode_FromFormat("<bound %s of a freed prof.Zone>",
+                                    special_names[self->which]);
+    return PyUnicode_FromFormat("<bound %s of prof.zone(%R)>", special_names[self->which],
+                                self->zone->pyname);
+}
+
+static PyTypeObject ZoneBound_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "prof._ZoneBound",
+    .tp_basicsize = sizeof(ZoneBoundObject),
+    .tp_dealloc = (destructor)PyObject_Free,
+    .tp_vectorcall_offset = offsetof(ZoneBoundObject, vectorcall),
+    .tp_repr = (reprfunc)ZoneBound_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A prof.Zone's __enter__ or __exit__, bound to it once.",
+};
+
+static PyObject *ZoneSpecial_get(ZoneSpecialObject *self, PyObject *obj,
+                                 PyObject *Py_UNUSED(type))
+{
+    ZoneObject *zone = (ZoneObject *)obj;
+    ZoneBoundObject *b;
+
+    if (obj == NULL)
+        return Py_NewRef((PyObject *)self);
+    if (LIKELY(zone->bound[self->which] != NULL))
+        return Py_NewRef(zone->bound[self->which]);
+    b = PyObject_New(ZoneBoundObject, &ZoneBound_Type);
+    if (b == NULL)
+        return NULL;
+    b->vectorcall = bound_calls[self->which];
+    b->zone = zone;
+    b->which = self->which;
+    zone->bound[self->which] = (PyObject *)b;
+    return Py_NewRef((PyObject *)b);
+}
+
+/* Zone.__enter__(zone), Zone.__exit__(zone, *exc): called on the type. */
+static PyObject *ZoneSpecial_vectorcall(ZoneSpecialObject *self, PyObject *const *args,
+                                        size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+
+    if (nargs < 1 || !Py_IS_TYPE(args[0], &Zone_Type)) {
+        PyErr_Format(PyExc_TypeError, "prof.Zone.%s() needs a prof.Zone as first argument",
+                     special_names[self->which]);
+        return NULL;
+    }
+    if (self->which == SPECIAL_EXIT && kwnames == NULL)
+        return Zone_exit((ZoneObject *)args[0], args + 1, nargs - 1);
+    if (self->which == SPECIAL_ENTER && kwnames == NULL && nargs == 1)
+        return Zone_enter((ZoneObject *)args[0], NULL);
+    return special_refuse((ZoneObject *)args[0], self->which, nargs - 1, kwnames);
+}
+
+static PyObject *ZoneSpecial_repr(ZoneSpecialObject *self)
+{
+    return PyUnicode_FromFormat("<prof.Zone.%s>", special_names[self->which]);
+}
+
+static PyTypeObject ZoneSpecial_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "prof._ZoneSpecial",
+    .tp_basicsize = sizeof(ZoneSpecialObject),
+    .tp_dealloc = (destructor)PyObject_Free,
+    .tp_vectorcall_offset = offsetof(ZoneSpecialObject, vectorcall),
+    .tp_repr = (reprfunc)ZoneSpecial_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "prof.Zone's __enter__ (begin the zone) or __exit__ (end it; exceptions "
+              "propagate).",
+    .tp_descr_get = (descrgetfunc)ZoneSpecial_get,
+};
+
+/* Zone.__enter__ and __exit__ into the type's dict. */
+static int zone_specials_init(void)
+{
+    if (PyType_Ready(&ZoneBound_Type) < 0 || PyType_Ready(&ZoneSpecial_Type) < 0)
+        return -1;
+    for (int which = SPECIAL_ENTER; which <= SPECIAL_EXIT; which++) {
+        ZoneSpecialObject *d = PyObject_New(ZoneSpecialObject, &ZoneSpecial_Type);
+        int r;
+
+        if (d == NULL)
+            return -1;
+        d->vectorcall = (vectorcallfunc)ZoneSpecial_vectorcall;
+        d->which = which;
+        r = PyDict_SetItemString(Zone_Type.tp_dict, special_names[which], (PyObject *)d);
+        Py_DECREF(d);
+        if (r < 0)
+            return -1;
+    }
+    PyType_Modified(&Zone_Type);
+    return 0;
+}
+
 static void Zone_dealloc(ZoneObject *self)
 {
+    for (int which = SPECIAL_ENTER; which <= SPECIAL_EXIT; which++) {
+        if (self->bound[which] != NULL) {
+            ((ZoneBoundObject *)self->bound[which])->zone = NULL;
+            Py_DECREF(self->bound[which]);
+        }
+    }
     Py_XDECREF(self->pyname);
     PyObject_Free(self);
 }
@@ -679,12 +1021,6 @@ static PyObject *Zone_get_name(ZoneObject *self, void *Py_UNUSED(closure))
 {
     return Py_NewRef(self->pyname);
 }
-
-static PyMethodDef Zone_methods[] = {
-    {"__enter__", (PyCFunction)Zone_enter, METH_NOARGS, "Begin the zone."},
-    {"__exit__", (PyCFunction)(void (*)(void))Zone_exit, METH_FASTCALL,
-     "End the zone; exceptions propagate."},
-    {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Zone_getset[] = {
     {"name", (getter)Zone_get_name, NULL, "The stage name.", NULL},
@@ -700,7 +1036,6 @@ PyTypeObject Zone_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A named stage: `with prof.zone(name):` or `@prof.zone(name)`.\n\n"
               "One object per name, shared by every use; made by prof.zone().",
-    .tp_methods = Zone_methods,
     .tp_getset = Zone_getset,
 };
 
@@ -782,22 +1117,25 @@ PyObject *py_set_special_wrapper(PyObject *Py_UNUSED(m), PyObject *fn)
 PyObject *py_debug_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 {
     thread_py *tp = thread_py_get();
-    ContextStack *s = tp != NULL ? stack_get(tp) : NULL;
+    PyThreadState *ts = tstate_now();
+    ContextStack *s = tp != NULL ? stack_lookup(tp, ts) : NULL;
     uint32_t depth, dead;
     int repair;
 
     if (s == NULL)
         return NULL;
+    cache_set(tp, ts, s);
     prof_thread_nesting_(&depth, &dead, &repair);
     return Py_BuildValue("{s:n,s:l,s:K,s:l}", "open", (Py_ssize_t)s->n, "depth",
                          prof_thread_self_ != NULL ? (long)depth : -1L, "dead",
                          (unsigned long long)dead, "dead_pending", (long)repair);
 }
 
-/* Module set-up: the ContextVar that finds each context's stack. */
+/* Module set-up: the ContextVar that finds each context's stack, and
+ * Zone's __enter__ and __exit__. */
 int zone_stacks_init(void)
 {
-    if (PyType_Ready(&ContextStack_Type) < 0)
+    if (PyType_Ready(&ContextStack_Type) < 0 || zone_specials_init() < 0)
         return -1;
     stack_var = PyContextVar_New("prof._open_zones", NULL);
     return stack_var == NULL ? -1 : 0;

@@ -248,3 +248,61 @@ def test_tasks_past_the_lanes_are_counted_and_said():
     assert out.stderr.count("asyncio tasks (or other contexts) are open at once") == 1, \
         out.stderr
     assert f"* mixed: {res['n'] - 4096} asyncio tasks found all 4095 lanes in use" in out.stdout
+
+
+def test_decorated_call_in_a_task_is_placed_in_its_task():
+    """A decorated call takes the fast path only while its context is the
+    one of the last Python zone on the thread: here another task's zone
+    is open when it runs, and it must not land inside that zone."""
+    @prof.zone("aio.deco_leaf")
+    def leaf():
+        pass
+
+    async def holder(ev):
+        with prof.zone("aio.holder"):
+            await ev.wait()
+
+    async def caller(ev):
+        await asyncio.sleep(0)      # holder is inside its zone by now
+        leaf()
+        ev.set()
+
+    async def main():
+        ev = asyncio.Event()
+        await asyncio.gather(holder(ev), caller(ev))
+
+    asyncio.run(main())
+    s = prof.stats()
+    assert s["aio.deco_leaf"]["count"] == 1 and s["aio.deco_leaf"]["parent"] is None, s
+    assert s["aio.holder"]["parent"] is None
+    assert _prof._debug_state()["depth"] == 0
+
+
+def test_tasks_of_a_loop_run_in_a_decorated_call_nest_in_it():
+    """@prof.zone on a function that runs an event loop (def main():
+    asyncio.run(...)): the call's zone is a begin and an end around the
+    call, on no stack, yet the loop's tasks start inside it, also after a
+    `with` block inside the call moved what the last Python zone left."""
+    async def child():
+        with prof.zone("aio.dr_child"):
+            await asyncio.sleep(0.001)
+
+    async def amain():
+        with prof.zone("aio.dr_main"):
+            await asyncio.gather(child(), child())
+
+    @prof.zone("aio.dr_run")
+    def run():
+        with prof.zone("aio.dr_before"):
+            pass
+        asyncio.run(amain())
+
+    run()
+    with prof.zone("aio.dr_after"):
+        pass
+    s = prof.stats()
+    assert s["aio.dr_before"]["parent"] == "aio.dr_run", s
+    assert s["aio.dr_main"]["parent"] == "aio.dr_run", s
+    assert s["aio.dr_child"]["count"] == 2 and s["aio.dr_child"]["parent"] == "aio.dr_main"
+    assert s["aio.dr_after"]["parent"] is None
+    assert _prof._debug_state()["depth"] == 0

@@ -96,3 +96,79 @@ def test_workers_end_with_their_parent(tmp_path, mode, ext, method):
     # fork worker's parent watches it, a forkserver worker is not its child.
     assert "ended before" not in out.stderr, out.stderr
     assert f"(pid {parent})" in out.stderr
+
+
+POOL_SCRIPT = """
+    import collections, json, os, sys, time
+    import multiprocessing as mp
+    import prof
+
+    def init():
+        with prof.zone("pool.init"):
+            pass
+        open(f"ready-{os.getpid()}", "w").close()
+
+    def work(i):
+        with prof.zone("pool.task"):
+            sum(range(2000))
+        return os.getpid()
+
+    def hold(i):
+        open(f"busy-{os.getpid()}", "w").close()
+        time.sleep(120)
+
+    if __name__ == "__main__":
+        method, ending = sys.argv[1], sys.argv[2]
+        with prof.zone("main.map"):
+            p = mp.get_context(method).Pool(2, initializer=init)
+            # Both workers up before the tasks: one that is still starting
+            # when terminate() comes has recorded nothing to lose.
+            deadline = time.monotonic() + 60
+            while sum(f.startswith("ready-") for f in os.listdir()) < 2:
+                assert time.monotonic() < deadline, "workers did not start"
+                time.sleep(0.01)
+            done = collections.Counter(p.map(work, range(64), chunksize=1))
+        if ending == "close":
+            p.close()
+        else:
+            # Both workers inside a task when terminate() (what `with Pool()
+            # as p:` does on leaving) sends SIGTERM: a worker that got its
+            # end marker first would end as close() ends it.
+            p.map_async(hold, range(2), chunksize=1)
+            deadline = time.monotonic() + 60
+            while sum(f.startswith("busy-") for f in os.listdir()) < 2:
+                assert time.monotonic() < deadline, "workers did not take the tasks"
+                time.sleep(0.01)
+            p.terminate()
+        p.join()
+        print(json.dumps({"pid": os.getpid(), "tasks": done}))
+"""
+
+
+@pytest.mark.parametrize("ending", ["close", "terminate"])
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_pool_workers_end(tmp_path, method, ending):
+    """A Pool's workers ended by close()+join() (their task loop returns,
+    then os._exit() for fork and forkserver workers) or by terminate()
+    while inside a task (SIGTERM): each worker writes its summary and a
+    trace that parses strictly with every zone it recorded. forkserver
+    workers on Python 3.11-3.13 import prof themselves, while being
+    prepared (issue 30)."""
+    script = tmp_path / "pool.py"
+    script.write_text(textwrap.dedent(POOL_SCRIPT))
+    out = run_script(str(script), method, ending, timeout=120, cwd=str(tmp_path), PROF="1",
+                     PROF_SUMMARY="stderr", PROF_TRACE=str(tmp_path / "w-%p.json"))
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    parent, tasks = result["pid"], {int(k): v for k, v in result["tasks"].items()}
+    files = {int(f[2:-len(".json")]): tmp_path / f for f in os.listdir(tmp_path)
+             if f.startswith("w-")}
+    summarized = {int(m.group(1)) for m in HEADER.finditer(out.stderr)}
+    workers = sorted(pid for pid in files if pid != parent)
+    assert parent in files and len(workers) == 2, (sorted(files), out.stderr)
+    for pid in workers:
+        events = check_trace(str(files[pid]))
+        names = [e.get("name") for e in events if e.get("ph") == "X"]
+        assert names.count("pool.init") == 1, (pid, names, out.stderr)
+        assert names.count("pool.task") == tasks.get(pid, 0), (pid, tasks, names, out.stderr)
+        assert pid in summarized, f"no summary from worker {pid}:\n{out.stderr}"
+    assert parent in summarized

@@ -268,3 +268,27 @@ def test_version_and_helpers():
     assert prof.get_lib_dir() == os.path.dirname(lib)
     assert any("-Wl,-rpath," in a for a in prof.get_link_args())
     assert os.path.exists(os.path.join(prof.get_pxd_dir(), "prof", "__init__.pxd"))
+
+
+def test_zone_through_exit_stack_and_the_type():
+    """__enter__ and __exit__ are bound once per zone (no method objects
+    per block) and still work as methods: looked up on the type and called
+    with the zone first, as contextlib.ExitStack does."""
+    import contextlib
+
+    with contextlib.ExitStack() as st:
+        st.enter_context(prof.zone("es.outer"))
+        with prof.zone("es.inner"):
+            pass
+    z = prof.zone("es.type")
+    assert type(z).__enter__(z) is z
+    assert type(z).__exit__(z, None, None, None) is None
+    assert z.__enter__ is z.__enter__ and z.__exit__ is prof.zone("es.type").__exit__
+    with pytest.raises(TypeError):
+        type(z).__enter__(object())
+    with pytest.raises(TypeError):
+        z.__enter__(1)
+    s = prof.stats()
+    assert s["es.inner"]["parent"] == "es.outer" and s["es.outer"]["count"] == 1
+    assert s["es.type"]["count"] == 1
+    assert state()["open"] == 0
