@@ -11,6 +11,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "collector.h"
+#include "drain.h"
 #include "env.h"
 #include "fdio.h"
 #include "json.h"

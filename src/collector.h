@@ -1,6 +1,7 @@
-/* collector.h - the collector thread: drains rings, hands each record to
- * the sinks (sink.h), marks step summaries due and queues them after the
- * drain (summary_out.h writes them). */
+/* collector.h - the collector thread, on the lifecycle floor: on each
+ * wake it drains the rings (drain.h), queues the step summaries the drain
+ * marked due (summary_out.h writes them), makes periodic and final
+ * reports; start, stop and fork. */
 #ifndef PROF_COLLECTOR_H
 #define PROF_COLLECTOR_H
 
@@ -13,7 +14,8 @@
 /* Wake period: rings are drained at least this often. */
 #define PROF_COLLECT_PERIOD_NS (20 * 1000000ull)
 
-/* Drain every ring into the statistics and the trace. Lock held. */
+/* Drain every ring (drain.h) and queue the summary it marked due. Lock
+ * held. */
 void prof_collect_locked(void);
 
 /* The same for a caller that is not the collector (prof_flush, the exit):
@@ -21,11 +23,6 @@ void prof_collect_locked(void);
  * due on the way one at a time. Lock held. */
 void prof_collect_all_locked(void);
 
-/* prof_reset(): from now on the drain hands what ended before this call
- * to every sink but the statistics, and the losses counted so far are
- * forgotten. Drains nothing: a reset waits only for the drain under way
- * (the lock). Lock held. */
-void prof_collect_forget_locked(void);
 
 /* Start the thread (runtime lock held). Returns 0 or a negative errno. */
 int prof_collector_start_locked(void);

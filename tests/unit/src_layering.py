@@ -114,7 +114,7 @@ RANK = {name: i for i, name in enumerate(FLOORS)}
 FLAT = {
     'base': 'clock digits env fdio hist intern json log map order process runtime slab',
     'capture': 'cuda cuda_driver cuda_pool nvtx registry ring ring_room site wake zone',
-    'collect': 'cuda_poll loss selftime sink stats stats_snap',
+    'collect': 'cuda_poll drain loss selftime sink stats stats_snap',
     'output': 'gpu_busy gz live metrics nvml ranks sink summary summary_out trace trace_out writer',
     'lifecycle': 'collector children fork signals sigchain start',
     'api': 'api api_ranks api_results',
