@@ -109,25 +109,6 @@ def read(path):
 FLOORS = ['base', 'capture', 'collect', 'output', 'lifecycle', 'api']
 RANK = {name: i for i, name in enumerate(FLOORS)}
 
-# Until src/ is split into the floors' folders: the floor of each file that
-# still lies in src/ itself, by name (without .c/.h).
-FLAT = {
-    'base': 'clock digits env fdio hist intern json log map order process runtime slab',
-    'capture': 'cuda cuda_driver cuda_pool nvtx registry ring ring_room site wake zone',
-    'collect': 'cuda_poll drain loss selftime sink stats stats_snap',
-    'output': 'gpu_busy gz live metrics nvml ranks sink summary summary_out trace trace_out writer',
-    'lifecycle': 'collector children fork signals sigchain start',
-    'api': 'api api_ranks api_results',
-}
-FLAT_FLOOR = {}
-for _floor, _names in FLAT.items():
-    for _name in _names.split():
-        # sink.h is the drain's interface (collect), sink.c the outputs' list.
-        for _ext in ('.c', '.h'):
-            FLAT_FLOOR.setdefault(_name + _ext, _floor)
-FLAT_FLOOR['sink.c'] = 'output'
-
-
 def floor_of(path, src_dir, inc_dir):
     """A file's floor: its folder's name under src/; include/ is base; None
     for a file that has none."""
@@ -136,8 +117,6 @@ def floor_of(path, src_dir, inc_dir):
     rel = os.path.relpath(path, src_dir).split(os.sep)
     if len(rel) == 2 and rel[0] in RANK:
         return rel[0]
-    if len(rel) == 1:
-        return FLAT_FLOOR.get(rel[0])
     return None
 
 

@@ -42,7 +42,7 @@ struct prof_config {
 enum prof_metrics_mode { PROF_METRICS_OFF = 0, PROF_METRICS_HTTP = 1, PROF_METRICS_FILE = 2 };
 
 #define PROF_BUFFER_DEFAULT (128u * 1024u)
-#define PROF_BUFFER_DEFAULT_WARM (32u * 1024u)   /* src/ring.h: warm and cold slots */
+#define PROF_BUFFER_DEFAULT_WARM (32u * 1024u)   /* src/capture/ring.h: warm and cold slots */
 #define PROF_BUFFER_MIN 16u
 #define PROF_BUFFER_MAX (16u * 1024u * 1024u)
 

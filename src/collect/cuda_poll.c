@@ -82,8 +82,9 @@ static int note_query, note_elapsed, note_probe, note_deinit;
 const char *prof_cuda_lost_cause_name(int cause)
 {
     static const char *const names[PROF_CUDA_LOST_CAUSES_] = {
-        "unknown", "no CUDA context current", "event pool full (the GPU far behind) or "
-        "cuEventCreate failing", "cuEventRecord failed", "cuEventQuery failed",
+        "unknown", "no CUDA context current",
+        "event pool full (the GPU far behind) or cuEventCreate failing",
+        "cuEventRecord failed", "cuEventQuery failed",
         "its CUDA context went away",
     };
 
