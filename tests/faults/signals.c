@@ -6,6 +6,8 @@
  *     signals exit-in-zones MODE  exit while threads are inside zones
  *     signals exit-thread         exit() from a thread that is not main
  *     signals off                 everything prof offers, with prof off
+ *     signals term-then-exit      SIGTERM, then prof_shutdown() and _exit()
+ *                                 while the signal's final report is written
  *
  * "ready" on stdout (one write(2)) tells the driver that the runtime is up.
  * Details with each mode below. */
@@ -264,6 +266,44 @@ static int mode_off(void)
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* term-then-exit: what a multiprocessing worker does when its pool's
+ * terminate() lands as it finishes: SIGTERM starts the final report on the
+ * collector; the main thread's exit hook calls prof_shutdown() and then
+ * _exit() (os._exit). The final summary goes to a handler that takes
+ * 400 ms (the writer thread runs it), so the report is still under way
+ * when prof_shutdown is called 100 ms after the signal: prof_shutdown must
+ * wait for it, or _exit cuts the summary. The handler says "final" on
+ * stdout when it has the final summary whole. */
+
+static void slow_final(void *user, const char *text, int kind)
+{
+    struct timespec slow = {0, 400000000};
+
+    (void)user;
+    if (kind != PROF_SUMMARY_FINAL || strstr(text, "term.zone") == NULL)
+        return;
+    nanosleep(&slow, NULL);
+    if (write(STDOUT_FILENO, "final\n", 6) != 6)
+        _exit(3);
+}
+
+static int mode_term_then_exit(void)
+{
+    struct timespec settle = {0, 100000000};
+
+    prof_set_summary_handler(slow_final, NULL);
+    for (int i = 0; i < 1000; i++) {
+        PROF_ZONE("term.zone");
+    }
+    CHECK_EQ(prof_flush(), 0);
+    say_ready();
+    raise(SIGTERM);
+    nanosleep(&settle, NULL);
+    prof_shutdown();
+    _exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -281,6 +321,8 @@ int main(int argc, char **argv)
         return mode_exit_thread();
     if (strcmp(mode, "off") == 0)
         return mode_off();
-    fprintf(stderr, "usage: signals handler|pipe MODE|busy|exit-in-zones MODE|exit-thread|off\n");
+    if (strcmp(mode, "term-then-exit") == 0)
+        return mode_term_then_exit();
+    fprintf(stderr, "usage: signals handler|pipe MODE|busy|exit-in-zones MODE|exit-thread|off|term-then-exit\n");
     return 2;
 }

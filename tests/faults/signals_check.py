@@ -232,6 +232,21 @@ def t_exit_thread(a, tc, d, runs):
     return f'{runs} runs: exit 0, final summary, trace closed'
 
 
+def t_term_then_exit(a, tc, d, runs):
+    """SIGTERM, then prof_shutdown() and _exit() while the signal's final
+    report is still being written (a pool worker's terminate()): the final
+    summary reaches its handler whole, whichever ends the process."""
+    for i in range(runs):
+        p = start(a.exe, ['term-then-exit'], base_env(PROF='1'))
+        rc, out, err = finish(p)
+        if rc not in (0, -signal.SIGTERM):
+            raise Fail(f'run {i}: exit status {rc}; {err[-300:]}')
+        if 'final' not in out.split():
+            raise Fail(f'run {i}: the final summary was cut off (exit {rc}, '
+                       f'stdout {out!r}); stderr: {err[-300:]}')
+    return f'{runs} runs: the final summary whole'
+
+
 def t_fifo(a, tc, d):
     """PROF_TRACE and PROF_SUMMARY name FIFOs nobody reads: one message each,
     no hang (opening a FIFO for writing waits for a reader unless told not
@@ -319,6 +334,7 @@ def main():
         ('exit-parked', lambda d: t_exit(a, tc, d, 'parked', 5)),
         ('exit-running', lambda d: t_exit(a, tc, d, 'running', 5)),
         ('exit-thread', lambda d: t_exit_thread(a, tc, d, 5)),
+        ('term-exit', lambda d: t_term_then_exit(a, tc, d, 3)),
         ('fifo', lambda d: t_fifo(a, tc, d)),
         ('off', lambda d: t_off(a, tc, d)),
     ]

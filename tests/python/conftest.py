@@ -43,6 +43,18 @@ def fresh_stats():
     prof.enable(True)
 
 
+def _have_torch():
+    # Looked up, not imported: the other tests' process stays without
+    # torch's threads and start-up time.
+    import importlib.util
+    return importlib.util.find_spec("torch") is not None
+
+
+# The torch tests' mark: skipped, saying why, where torch is not importable.
+needs_torch = pytest.mark.skipif(not _have_torch(),
+                                 reason="PyTorch not importable (Debian: python3-torch)")
+
+
 def child_env(**overrides):
     env = dict(os.environ)
     for k in [k for k in env if k.startswith("PROF")]:

@@ -14,19 +14,10 @@ import textwrap
 
 import pytest
 
-from conftest import child_env
+from conftest import child_env, needs_torch
 
 
-def _have_torch():
-    try:
-        import torch  # noqa: F401
-        return True
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _have_torch(),
-                                reason="PyTorch not importable (Debian: python3-torch)")
+pytestmark = needs_torch
 
 COMMON = """
 import os, sys, tempfile
