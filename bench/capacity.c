@@ -30,7 +30,7 @@
 #include "bench.h"
 
 #define RUNS 5
-/* Half the warm slots of a ring (src/ring.h): a drain of this many records
+/* Half the warm slots of a ring (src/capture/ring.h): a drain of this many records
  * is timed whole, no wake on fill starting the collector mid-fill. */
 #define HALF_WARM (32768 / 2 - 1)
 

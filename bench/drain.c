@@ -34,7 +34,7 @@
 
 #include "bench.h"
 
-/* Under half a ring's warm slots (src/ring.h): a producer never wakes the
+/* Under half a ring's warm slots (src/capture/ring.h): a producer never wakes the
  * collector at its fill mark, so the flush drains them all itself. */
 #define DRAIN_RECORDS 16000
 #define RUNS 31

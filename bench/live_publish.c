@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 
 #include "bench.h"
-#include "../src/live.h"
+#include "../src/output/live.h"
 
 static int port;
 static int stop;
@@ -62,7 +62,7 @@ static void *scraper(void *arg)
     return NULL;
 }
 
-/* Where src/live.c puts this process's file (prof_live_dir, prof_live_path). */
+/* Where src/output/live.c puts this process's file (prof_live_dir, prof_live_path). */
 static void live_path(char *buf, size_t size)
 {
     const char *dir = getenv("XDG_RUNTIME_DIR");
@@ -104,7 +104,7 @@ static int one(long n)
         pthread_create(&th, NULL, scraper, NULL);
     live_path(path, sizeof path);
     /* 6 s, or longer (to 60 s) until three publishes are seen: with many
-     * stages the collector publishes less often (src/live.h). */
+     * stages the collector publishes less often (src/output/live.h). */
     start = bench_now_ns();
     for (long k = 0; bench_now_ns() < start + 6000000000ull ||
                      (nsamp < 3 && bench_now_ns() < start + 60000000000ull); k++) {

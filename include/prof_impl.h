@@ -13,7 +13,7 @@
  * and a few stores: the thread's state, the ring push and the zone's open
  * and close are inline in the caller. The runtime (src/) includes it
  * through prof.h too, for the layouts it shares with the fast path;
- * src/zone.c and src/ring_room.c hold the out-of-line halves.
+ * src/capture/zone.c and src/capture/ring_room.c hold the out-of-line halves.
  *
  * Compiled out (PROF_DISABLE), prof.h does not include it: prof.h alone is
  * then the whole of prof a program needs.

@@ -107,7 +107,7 @@ def parse_pct(text):
 
 
 # ---------------------------------------------------------------------------
-# Histogram: the runtime's log-linear scheme (src/hist.h), so percentiles
+# Histogram: the runtime's log-linear scheme (src/base/hist.h), so percentiles
 # computed here from a trace match the ones a summary reports.
 
 class Hist:
@@ -134,7 +134,7 @@ class Hist:
         self.count += n
 
     def add(self, v):
-        """Count one value in the runtime's bucket (src/hist.c): values below
+        """Count one value in the runtime's bucket (src/base/hist.c): values below
         64 alone, above that 64 buckets per power of two. Written out, not
         a call: this runs once per zone, twice with self time."""
         v = int(v) if v > 0 else 0
@@ -161,7 +161,7 @@ class Hist:
 
     def quantile(self, q, lo_clamp=None, hi_clamp=None):
         """Nearest rank, bucket midpoint, clamped to [min, max]: as the
-        runtime's prof_hist_quantiles (src/hist.c), to the last bit."""
+        runtime's prof_hist_quantiles (src/base/hist.c), to the last bit."""
         if not self.count:
             return None
         if lo_clamp is not None and lo_clamp == hi_clamp:
@@ -819,8 +819,8 @@ def fmt_ns(ns):
 
 
 def fmt_dur(ns):
-    """A duration as the library's own table writes it (src/summary.c,
-    prof_summary_fmt_dur): '812 ns', '12.34 us', '4.57 ms', '1.234 s'. The
+    """A duration as the library's own table writes it (src/base/json.c,
+    prof_fmt_dur): '812 ns', '12.34 us', '4.57 ms', '1.234 s'. The
     same decimal rounding (half to even on the double's exact value)."""
     if ns is None:
         return '-'
@@ -843,7 +843,7 @@ def fmt_pct(x, signed=True):
 
 def shown(text):
     """Text as it may reach a terminal, by the rule of the library's own
-    table (src/summary.c): valid UTF-8 is kept; control characters (ESC,
+    table (src/output/summary.c): valid UTF-8 is kept; control characters (ESC,
     CSI, OSC, newlines, \\x01), DEL and C1 controls are shown as \\xNN, one
     per UTF-8 byte; bytes that were not UTF-8 in the input are \\xNN too."""
     text = str(text)

@@ -5,7 +5,7 @@
  * Unlike Zone, a CudaZone is made per use (it holds the open zone and the
  * stream it times), so it carries its own state instead of a per-thread
  * stack: one `with` block at a time, ended on the thread that began it.
- * The runtime does the CUDA work (src/cuda.c: pooled events, polled by the
+ * The runtime does the CUDA work (src/capture/cuda.c: pooled events, polled by the
  * collector); this file only turns a torch stream or an int handle into a
  * CUstream and keeps the Python-side checks.
  */

@@ -43,7 +43,7 @@
  * before B. Ending A naively would set the depth to 0 while B is open, and
  * B's end would then set it back to 1 forever. So every end checks the
  * thread's depth first (one load, in the inline fast path, prof_impl.h) and, when
- * the zone is not the innermost, the runtime (src/zone.c) records it but
+ * the zone is not the innermost, the runtime (src/capture/zone.c) records it but
  * keeps the inner zones' depth, remembering the freed slot in a per-thread
  * bit mask; when the inner zones end, the depth falls through the freed
  * slots. The records themselves are always exact (start, end,

@@ -31,7 +31,7 @@ MAGIC = b"PROFLIVE"
 VERSION = 1
 PREFIX = "prof-live-"
 
-# src/live.h: struct prof_live_file_header and prof_live_file_row.
+# src/output/live.h: struct prof_live_file_header and prof_live_file_row.
 _HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQ56x")
 _ROW = struct.Struct("=IIIIIIQQQQQQddd")
 _SEQ_OFFSET = 24

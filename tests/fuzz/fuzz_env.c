@@ -1,4 +1,4 @@
-/* fuzz_env.c - the environment parser (src/env.c) against hostile values.
+/* fuzz_env.c - the environment parser (src/base/env.c) against hostile values.
  *
  * Input: up to 12 values separated by NUL bytes, served in order as PROF,
  * PROF_SUMMARY, PROF_SUMMARY_EVERY, PROF_SUMMARY_FORMAT, PROF_BUFFER,

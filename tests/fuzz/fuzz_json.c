@@ -1,4 +1,4 @@
-/* fuzz_json.c - the JSON name escaper (prof_buf_json_string, src/json.c).
+/* fuzz_json.c - the JSON name escaper (prof_buf_json_string, src/base/json.c).
  *
  * Input: a name (up to its first NUL byte). Appended to a buffer that
  * already holds some text, its output must be exactly one JSON string by a

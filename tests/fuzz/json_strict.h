@@ -1,5 +1,5 @@
 /* json_strict.h - a strict JSON and UTF-8 checker for the hardening tests,
- * written independently of src/json.c so that it can judge it.
+ * written independently of src/base/json.c so that it can judge it.
  *
  *     json_utf8_seq(s, avail, &cp)   length of the valid UTF-8 sequence at s
  *     json_utf8_valid(s, n)          every byte of s[0..n) is valid UTF-8

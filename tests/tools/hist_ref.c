@@ -1,4 +1,4 @@
-/* hist_ref.c - the runtime's histogram (src/hist.c) as a filter, so that
+/* hist_ref.c - the runtime's histogram (src/base/hist.c) as a filter, so that
  * the tools' Python copy (tools/prof_tools.py, Hist) is tested against it:
  * reads values (ns, one per line) on stdin, takes quantiles as arguments,
  * prints each non-empty bucket ("b lo hi count") and each quantile clamped

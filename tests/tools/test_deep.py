@@ -1,6 +1,6 @@
 """The tools on a call chain 1,500 levels deep (issue 21: prof-diff and
 prof-merge raised RecursionError past ~990 levels; prof-report raised the
-recursion limit instead). The runtime's own order (src/order.c) goes past
+recursion limit instead). The runtime's own order (src/base/order.c) goes past
 27,000 levels; the tools' tree order and nesting use a stack, not recursion."""
 
 import json

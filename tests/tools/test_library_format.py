@@ -1,7 +1,7 @@
 """The tools share the library's definitions (issues 19 and 21): the
 histogram of tools/prof_tools.py gives the buckets and quantiles of
-src/hist.c, and prof-report's table prints a run's numbers as the
-runtime's own table does (src/summary.c: prof_summary_fmt_dur, wall%).
+src/base/hist.c, and prof-report's table prints a run's numbers as the
+runtime's own table does (src/base/json.c: prof_fmt_dur; src/output/summary.c: wall%).
 The library's side comes from two small programs built with the tests
 (tests/tools/meson.build); run outside meson, they are looked for in the
 source tree's build directories, and the tests are skipped without them."""
@@ -37,7 +37,7 @@ QS = ['0', '0.01', '0.25', '0.5', '0.9', '0.95', '0.99', '0.999', '1']
 
 
 def library_hist(values):
-    """-> ([(lo, hi, count)], {q: value}) from src/hist.c."""
+    """-> ([(lo, hi, count)], {q: value}) from src/base/hist.c."""
     p = subprocess.run([program('PROF_HIST_REF', 'hist_ref'), *QS],
                        input=''.join(f'{v}\n' for v in values), capture_output=True,
                        text=True, timeout=60, check=True)
@@ -124,7 +124,7 @@ def test_report_prints_the_librarys_table(tool, tmp_path):
                                      (999995, '1000.00 us'), (1e6, '1.00 ms'),
                                      (1.5e9, '1.500 s'), (1234567890123, '1234.568 s')])
 def test_duration_format_cases(ns, text):
-    """src/summary.c's units and decimals, rounding half to even on the
+    """src/output/summary.c's units and decimals, rounding half to even on the
     double's exact value (12345 ns / 1e3 is 12.34500000000000064 in binary,
     above the half: 12.35)."""
     assert pt.fmt_dur(ns) == text

@@ -1,4 +1,4 @@
-/* env_parse.c - the environment parser (src/env.c and src/log.c compiled
+/* env_parse.c - the environment parser (src/base/env.c and src/base/log.c compiled
  * into this test): every variable with good values, and with bad ones
  * (negative, overflowing, junk suffixes, wrong case, empty strings where a
  * number is needed, terminal escapes, a huge value). A bad value gives

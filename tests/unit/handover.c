@@ -1,6 +1,6 @@
 /* handover.c - zones that end on another thread, or out of order, at any
  * scale: the thread that began them always gets its nesting back exactly
- * (src/zone.c, src/registry.c). Each mode checks what the user sees: the
+ * (src/capture/zone.c, src/capture/registry.c). Each mode checks what the user sees: the
  * tree, the counts, the loss count, the thread's depth.
  *
  *   aba:       thread A begins "work" and exits; its slot goes to thread

@@ -1,4 +1,4 @@
-/* hist_quantiles.c - the log-linear histogram (src/hist.c, compiled into
+/* hist_quantiles.c - the log-linear histogram (src/base/hist.c, compiled into
  * this test) against an exact sort: p0..p100 within 1% relative error on
  * uniform, lognormal, Pareto, bimodal, small-integer and constant data;
  * merging equals recording everything in one; the bucket walk covers every

@@ -1,5 +1,5 @@
 /* json_numbers.c - the integers of the trace and the summaries
- * (prof_fmt_u64, prof_fmt_us, src/json.c) read as printf writes them, at
+ * (prof_fmt_u64, prof_fmt_us, src/base/json.c) read as printf writes them, at
  * every digit-count boundary and at random, and write nothing past the
  * room they are given (20 and 24 bytes; bytes after the length are
  * scratch): a wrong digit count shifts every later field of an event. */

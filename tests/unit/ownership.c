@@ -1,4 +1,4 @@
-/* ownership.c - the zone ownership rule (include/prof.h, src/zone.c): a
+/* ownership.c - the zone ownership rule (include/prof.h, src/capture/zone.c): a
  * zone ends on the thread that began it, and every refusal gives back
  * exactly the level its begin claimed. Each mode checks what the user
  * sees: the tree (parents), self times, and the loss count.

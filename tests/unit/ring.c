@@ -1,6 +1,6 @@
 /* ring.c - the per-thread ring on its own (no runtime): a producer that
  * pushes with prof_impl.h's prof_ring_push_() and a consumer that reads with
- * src/ring.h, the reader the collector's drain() uses (prof_ring_read,
+ * src/capture/ring.h, the reader the collector's drain() uses (prof_ring_read,
  * prof_ring_next, prof_ring_release, prof_ring_dropped), on a ring set
  * up by prof_ring_init as registry.c sets up a thread's.
  *

@@ -166,7 +166,7 @@ static void run_paced(struct paced *p, const char *what)
 static void test_resident(int fast)
 {
     /* Slow: 100 zones a millisecond at most, a 32k lap in 330 ms or more
-     * (a thread stays in its warm slots below 164k zones/s, src/ring.h),
+     * (a thread stays in its warm slots below 164k zones/s, src/capture/ring.h),
      * so that only a collector held up for 80 ms lets a quarter of the
      * ring fill. */
     struct paced p = {fast ? 300000 : 100000, fast ? 0 : 100, 0, 0};

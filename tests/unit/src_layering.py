@@ -1,30 +1,44 @@
 #!/usr/bin/env python3
 """src_layering.py - the layering rules of src/, checked on the source text.
 
-  1. No #include cycle. The graph is every #include "..." of src/*.c and
-     src/*.h, a name resolved in src/ first and include/ second (the -I
-     order of the build); a name found in neither (a system header written
-     with quotes) is left out. A cycle is reported as the chain of files,
-     first file repeated at the end.
-  2. Nothing in src/ calls up into the API layer: no file in src/ other
-     than the API files (api*.c) refers to a function that one of them
-     defines with external linkage (the PROF_API entry points). They are
-     the top: they may call everything below them, and nothing below may
-     call them. Lower parts that need the API layer get a hook it installs
-     (the registry's start, the runtime's exit handler).
-  3. Floors (docs/ARCHITECTURE.md): every part of src/ has one (FLOORS
-     below) and includes only the headers of its own floor or lower ones:
-       base     helpers every floor uses: the lock, messages, buffers, clock
-       capture  what the application's threads run: zones, rings, thread
-                slots, GPU capture; it depends on nothing above it
-       collect, output, process
-                the collector, its drain and sinks, statistics, self time,
-                trace text; summaries, the trace writer, the live view, the
-                cross-rank table; start-up, fork and signals. One level:
-                the collector drives the outputs, and is started, forked
-                and stopped by the process part.
-       api      the public entry points
-     A new file must be given a floor here, or this test fails.
+src/ has one folder per floor, lowest first (FLOORS below; the order is
+written once, here):
+
+  base       helpers every floor uses, no prof state of their own to speak
+             of: the lock, messages, buffers and JSON, the clock, maps
+  capture    what the application's threads run: zones, rings, thread
+             slots, GPU capture; it depends on nothing above it
+  collect    the drain and its one dispatcher to the sinks (sink.h), self
+             time, statistics, losses, GPU polling
+  output     the sinks and what turns collected data into bytes: summaries,
+             the trace, the live view, metrics, the cross-rank table, the
+             list of sinks
+  lifecycle  the collector thread's loop, start-up, fork, signals, workers
+  api        the public entry points
+
+A file's floor is its folder (src/FLOOR/name.c); include/ (prof.h,
+prof_impl.h) is base. The rules:
+
+  1. No #include cycle. The graph is every #include "..." of src/**.c and
+     src/**.h, a name resolved in the including file's folder first, then
+     in the floors' folders, then in include/ (the -I order of the build);
+     a name found in none (a system header written with quotes) is left
+     out, and a name found in two folders is an error (the -I order would
+     pick one silently). A cycle is reported as the chain of files, first
+     file repeated at the end.
+  2. Every file has a floor (a file in src/ outside the floors' folders
+     fails), and includes only headers of its own floor or lower ones.
+  3. Nothing calls up: no file of src/ refers to a function that a file of a
+     higher floor defines with external linkage. In particular nothing
+     below the API files calls them (the PROF_API entry points); a lower
+     part that needs something above gets a hook the part above installs
+     (the registry's start, the runtime's exit handler, the sinks' list,
+     the summary's workers).
+  4. No call circle: a part (name.c with its name.h) that uses a function
+     of another part of its floor is not used back by it, directly or
+     through others (children.c <-> trace.c, loss.c <-> summary.c,
+     fork.c <-> start.c were such circles). Rule 3 already keeps circles
+     from crossing floors.
 
 Comments, string and character literals are removed before anything is
 read. A use is any mention of the name outside a declaration: a call, or
@@ -37,7 +51,7 @@ expanded).
     python3 src_layering.py [SRC_DIR [INCLUDE_DIR]]
 
 SRC_DIR defaults to $PROF_TEST_SOURCE_DIR/src, INCLUDE_DIR to SRC_DIR/../include.
-Exit 0 when both rules hold, 1 (each violation on stderr) when not, 77 when
+Exit 0 when the rules hold, 1 (each violation on stderr) when not, 77 when
 the directories are missing.
 """
 import os
@@ -88,13 +102,41 @@ def read(path):
         return f.read()
 
 
+# -------------------------------------------------------------------- floors
+
+# Lowest first: a file may include and call what stands on its own floor or
+# a lower one. One folder of src/ per floor.
+FLOORS = ['base', 'capture', 'collect', 'output', 'lifecycle', 'api']
+RANK = {name: i for i, name in enumerate(FLOORS)}
+
+def floor_of(path, src_dir, inc_dir):
+    """A file's floor: its folder's name under src/; include/ is base; None
+    for a file that has none."""
+    if os.path.dirname(path) == inc_dir:
+        return 'base'
+    rel = os.path.relpath(path, src_dir).split(os.sep)
+    if len(rel) == 2 and rel[0] in RANK:
+        return rel[0]
+    return None
+
+
+def src_files(src_dir):
+    """Every .c and .h under src_dir."""
+    out = []
+    for root, dirs, files in os.walk(src_dir):
+        dirs.sort()
+        out += [os.path.join(root, f) for f in sorted(files) if f.endswith(('.c', '.h'))]
+    return out
+
+
 # ---------------------------------------------------------------- includes
 
 def include_graph(src_dir, inc_dir):
-    """{file: [included file, ...]} over src/*.[ch] and what they reach."""
-    graph = {}
-    todo = sorted(os.path.join(src_dir, f) for f in os.listdir(src_dir)
-                  if f.endswith(('.c', '.h')))
+    """({file: [included file, ...]}, [ambiguity message, ...]) over
+    src/**.[ch] and what they reach."""
+    graph, ambiguous = {}, []
+    search = [os.path.join(src_dir, f) for f in FLOORS] + [src_dir, inc_dir]
+    todo = src_files(src_dir)
     while todo:
         path = todo.pop()
         if path in graph:
@@ -107,14 +149,20 @@ def include_graph(src_dir, inc_dir):
             # The name itself was blanked as a string: take it from the raw
             # text at the same offsets.
             name = raw[m.start(1):m.end(1)]
-            for d in (os.path.dirname(path), src_dir, inc_dir):
+            found = []
+            for d in [os.path.dirname(path)] + search:
                 cand = os.path.normpath(os.path.join(d, name))
-                if os.path.isfile(cand):
-                    edges.append(cand)
-                    todo.append(cand)
-                    break
+                if os.path.isfile(cand) and cand not in found:
+                    found.append(cand)
+            if not found:
+                continue
+            if len(found) > 1 and os.path.dirname(found[0]) != os.path.dirname(path):
+                ambiguous.append(f'{path}: "{name}" is found in more than one folder: '
+                                 + ', '.join(found))
+            edges.append(found[0])
+            todo.append(found[0])
         graph[path] = edges
-    return graph
+    return graph, ambiguous
 
 
 def find_cycle(graph):
@@ -143,7 +191,7 @@ def find_cycle(graph):
     return None
 
 
-# ------------------------------------------------------ calls into the API
+# ------------------------------------------------------------- calls up
 
 def lib_functions(code):
     """Functions a file defines with external linkage: a definition at brace
@@ -229,97 +277,139 @@ def uses(code, names):
     return found
 
 
-# -------------------------------------------------------------------- floors
-
-BASE, CAPTURE, MIDDLE, API = 0, 1, 2, 3
-FLOOR_NAMES = {BASE: 'base', CAPTURE: 'capture', MIDDLE: 'collect/output/process', API: 'api'}
-FLOORS = {
-    BASE: ('clock digits env fdio hist intern json log map order process runtime slab '
-           'prof prof_impl prof_version'),
-    CAPTURE: 'cuda cuda_driver cuda_pool nvtx registry ring ring_room site wake zone',
-    MIDDLE: ('collector cuda_poll gpu_busy loss nvml selftime sink stats trace writer '
-             'children gz live metrics ranks summary summary_out trace_out '
-             'fork signals sigchain start'),
-    API: 'api api_ranks api_results',
-}
-PART_FLOOR = {name: floor for floor, names in FLOORS.items() for name in names.split()}
-
-
-def part(path):
-    """A file's part: its name without .c/.h (src/ and include/ alike)."""
-    return os.path.splitext(os.path.basename(path))[0]
-
-
-def floor_violations(graph, rel):
-    """Messages for files with no floor, and includes of a higher floor."""
-    out = []
-    for path in sorted(graph):
-        p = part(path)
-        if p not in PART_FLOOR:
-            out.append(f'{rel(path)}: has no floor in src_layering.py FLOORS')
+def call_circles(graph, floor, defined):
+    """Groups of parts (file names without .c/.h) that call each other
+    round, as sorted lists: the strongly connected components of more
+    than one part in the graph part -> parts whose functions it uses."""
+    part_of = {path: os.path.splitext(os.path.basename(path))[0] for path in graph}
+    owner = {name: part_of[path] for name, (_, path) in defined.items()}
+    edges = {}
+    for path in graph:
+        if floor[path] is None:
             continue
-        for inc in graph[path]:
-            q = part(inc)
-            if q in PART_FLOOR and PART_FLOOR[q] > PART_FLOOR[p]:
-                out.append(f'{rel(path)}: includes {os.path.basename(inc)} '
-                           f'({FLOOR_NAMES[PART_FLOOR[q]]}) from the '
-                           f'{FLOOR_NAMES[PART_FLOOR[p]]} floor')
+        p = part_of[path]
+        edges.setdefault(p, set())
+        for _, name in uses(strip_code(read(path)), set(owner)):
+            if owner[name] != p:
+                edges[p].add(owner[name])
+                edges.setdefault(owner[name], set())
+    # Tarjan's algorithm, without recursion.
+    index, low, on, stack, out = {}, {}, set(), [], []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
     return out
 
+
+# --------------------------------------------------------------------- main
 
 def main():
     src_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.environ.get('PROF_TEST_SOURCE_DIR', '.'), 'src')
     inc_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(src_dir, '..', 'include')
     src_dir, inc_dir = os.path.abspath(src_dir), os.path.abspath(inc_dir)
-    api_files = []
-    if os.path.isdir(src_dir):
-        api_files = sorted(os.path.join(src_dir, f) for f in os.listdir(src_dir)
-                           if re.fullmatch(r'api(_\w+)?\.c', f))
-    if not api_files:
+    if not os.path.isdir(src_dir) or not any(
+            os.path.basename(f) == 'api.c' for f in src_files(src_dir)):
         print(f'SKIP: no src/ with api.c at {src_dir}', file=sys.stderr)
         return 77
-    failed = 0
+    bad = []
 
     def rel(p):
         return os.path.relpath(p, os.path.dirname(src_dir))
 
-    graph = include_graph(src_dir, inc_dir)
+    # 1. includes: resolved once, no cycle.
+    graph, ambiguous = include_graph(src_dir, inc_dir)
+    bad += [f'{rel(m.split(":")[0])}:{m.split(":", 1)[1]}' for m in ambiguous]
     cycle = find_cycle(graph)
     if cycle:
-        print('include cycle: ' + ' -> '.join(rel(p) for p in cycle), file=sys.stderr)
-        failed = 1
+        bad.append('include cycle: ' + ' -> '.join(rel(p) for p in cycle))
     print(f'{len(graph)} files, {sum(len(e) for e in graph.values())} includes, '
           f'{"a cycle" if cycle else "no cycle"}')
 
-    api = {}
-    for path in api_files:
-        for name in lib_functions(strip_code(read(path))):
-            api[name] = os.path.basename(path)
-    if not {'prof_enable', 'prof_flush', 'prof_ranks_start'} <= set(api):
+    # 2. floors: every file has one, includes go down or sideways.
+    floor = {p: floor_of(p, src_dir, inc_dir) for p in graph}
+    count = {f: 0 for f in FLOORS}
+    for path in sorted(graph):
+        f = floor[path]
+        if f is None:
+            bad.append(f'{rel(path)}: has no floor: put it in one of src/{{{",".join(FLOORS)}}}/')
+            continue
+        count[f] += 1
+        for inc in graph[path]:
+            g = floor[inc]
+            if g is not None and RANK[g] > RANK[f]:
+                bad.append(f'{rel(path)}: includes {rel(inc)} ({g}) from the {f} floor')
+    print('floors, lowest first: ' + ', '.join(f'{f} {count[f]}' for f in FLOORS))
+
+    # 3. calls: nothing uses a function a higher floor defines.
+    defined = {}    # name -> (floor, file)
+    for path in sorted(graph):
+        if path.endswith('.c') and floor[path] is not None:
+            for name in lib_functions(strip_code(read(path))):
+                defined[name] = (floor[path], path)
+    api = {n for n, (f, _) in defined.items() if f == 'api'}
+    if not {'prof_enable', 'prof_flush', 'prof_ranks_start'} <= api:
         # The parser must see what the API files are known to define, or
         # the check below proves nothing.
         print('cannot read the functions the API files define (found: %s)' % sorted(api),
               file=sys.stderr)
         return 1
     ncalls = 0
-    for f in sorted(os.listdir(src_dir)):
-        path = os.path.join(src_dir, f)
-        if path in api_files or not f.endswith(('.c', '.h')):
+    for path in sorted(graph):
+        f = floor[path]
+        # include/ is the API's own declaration (its macros are the user's
+        # code): only src/ is checked.
+        if f is None or f == FLOORS[-1] or os.path.dirname(path) == inc_dir:
             continue
-        for line, name in uses(strip_code(read(path)), set(api)):
-            print(f'{rel(path)}:{line}: uses {name}(), which {api[name]} defines: the API '
-                  f'layer is above every other part of src/', file=sys.stderr)
-            failed = 1
+        above = {n for n, (g, _) in defined.items() if RANK[g] > RANK[f]}
+        for line, name in uses(strip_code(read(path)), above):
+            g, where = defined[name]
+            bad.append(f'{rel(path)}:{line}: uses {name}(), which {rel(where)} defines: '
+                       f'the {g} floor is above the {f} floor (install a hook from above)')
             ncalls += 1
-    print(f'the API files define {len(api)} functions with external linkage; '
-          f'{ncalls} uses of them elsewhere in src/')
+    print(f'{len(defined)} functions with external linkage, {len(api)} of them the API\'s; '
+          f'{ncalls} uses of a higher floor\'s')
 
-    bad = floor_violations(graph, rel)
+    # 4. no call circle between parts.
+    circles = call_circles(graph, floor, defined)
+    for comp in circles:
+        bad.append('call circle: ' + ' <-> '.join(comp) + ' (each uses a function of the next; '
+                   'one of them must not: a hook, or a helper moved down)')
+    print(f'{len(circles)} call circles between parts')
+
     for msg in bad:
         print(msg, file=sys.stderr)
-    print(f'{len(graph)} files on {len(FLOORS)} floors, {len(bad)} out of place')
-    return 1 if bad else failed
+    print(f'{len(graph)} files on {len(FLOORS)} floors, {len(bad)} violations')
+    return 1 if bad else 0
 
 
 if __name__ == '__main__':

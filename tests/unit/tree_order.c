@@ -1,4 +1,4 @@
-/* tree_order.c - the summary's row order (src/order.c, compiled into this
+/* tree_order.c - the summary's row order (src/base/order.c, compiled into this
  * test) against a plain recursive reference: random forests with many tied
  * times, a chain of a million parents (no recursion in order.c, so no stack
  * overflow), and parents in a cycle left out. */

@@ -1,0 +1,74 @@
+/* runtime.h - the process-wide state shared by the parts of the runtime,
+ * and the one lock that guards it.
+ *
+ * The lock is never taken by the zone fast path. It guards the thread
+ * registry, the statistics, the trace writer and the collector's control
+ * fields. Order: the runtime lock before the intern lock. */
+#ifndef PROF_RUNTIME_H
+#define PROF_RUNTIME_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "log.h"
+
+struct prof_runtime {
+    pthread_mutex_t lock;
+    int started;                  /* runtime initialised (clock, atexit) */
+    int collector_running;
+    pthread_t collector_id;       /* the collector thread, while running */
+    int ready;                    /* started, collector running: a thread may
+                                     attach without a lock (atomic) */
+    int fork_pending;             /* forked child not set up yet (atomic) */
+    int stopping;                 /* the collector is asked to exit */
+    int shut_down;                /* prof_shutdown ran */
+    int final_reporting;          /* the final report is being written (it
+                                     releases the lock while it waits) */
+    uint64_t start_ns;            /* CLOCK_MONOTONIC at start: wall time base */
+    uint64_t window_start_ns;
+    uint64_t window_start_step;
+    uint64_t next_summary_ns;     /* PROF_SUMMARY_EVERY=Ns */
+    uint64_t summary_step_done;   /* last step a periodic summary covered */
+    uint64_t step_due_drained;    /* prof_summary_step_due as the last drain began */
+    uint64_t dropped;             /* records lost, all threads, whole run */
+    uint64_t dropped_window;
+    uint64_t lost_memory;         /* records the collector could not keep */
+    uint64_t cuda_lost_seen;      /* prof_cuda_lost() already counted in dropped */
+    uint64_t loss_seen;           /* process-wide refusals already counted */
+    uint32_t forked_from;         /* parent pid in a forked child, else 0 */
+};
+
+extern struct prof_runtime prof_rt;
+
+/* Take and release the runtime lock. Messages the runtime logs while this
+ * thread holds it wait, and reach the user's logger once it is released
+ * (log.h), so a logger may call any API function. */
+static inline void prof_rt_lock(void)
+{
+    pthread_mutex_lock(&prof_rt.lock);
+    prof_log_hold();
+}
+
+static inline void prof_rt_unlock(void)
+{
+    pthread_mutex_unlock(&prof_rt.lock);
+    prof_log_release();
+}
+
+/* Whether the calling thread is the collector thread. Acquire pairs with
+ * the release that sets collector_running after collector_id. */
+static inline int prof_rt_on_collector(void)
+{
+    return __atomic_load_n(&prof_rt.collector_running, __ATOMIC_ACQUIRE) &&
+           pthread_equal(pthread_self(), prof_rt.collector_id);
+}
+
+/* Global step counter (prof_step), read by the collector. */
+extern uint64_t prof_steps;
+/* Trace step window boundaries, in ticks, set by prof_step (0 = not yet). */
+extern uint64_t prof_trace_open_ticks;
+extern uint64_t prof_trace_close_ticks;
+/* A periodic summary was asked for at this step (0 = none). */
+extern uint64_t prof_summary_step_due;
+
+#endif

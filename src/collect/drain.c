@@ -1,0 +1,563 @@
+/* drain.c - the drain (drain.h): every ring read, each record resolved
+ * once and handed to the sinks.
+ *
+ * Per thread, records arrive in the order their zones ended, so a zone's
+ * children (which end first) have already been seen when it arrives, and
+ * its self time is its duration minus what its children at depth + 1 added
+ * up to since. Nothing waits for a parent to end. */
+#include <string.h>
+
+#include "prof.h"
+#include "clock.h"
+#include "cuda.h"
+#include "drain.h"
+#include "env.h"
+#include "loss.h"
+#include "map.h"
+#include "registry.h"
+#include "ring.h"
+#include "runtime.h"
+#include "selftime.h"
+#include "sink.h"
+#include "stats.h"
+#include "zone.h"
+
+/* Step summaries (PROF_SUMMARY_EVERY=Nsteps). A STEP record that ends a
+ * window only marks its summary due (due_step, and where the next window
+ * starts, due_cut_ns); the summary is formatted after the drain loop and
+ * written before the collector drains again, so that what is held for
+ * summaries is one at a time, whatever the step rate. On the collector
+ * thread (prof_drain_exact_steps) a drain stops at a due STEP record while
+ * its ring has little else waiting, so each window is cut exactly at its
+ * step and gets its own summary; when the summaries cannot keep up (more waiting),
+ * and in a drain for prof_flush or the exit, it goes on through the due
+ * steps, and the one summary after the drain is labelled with the last of
+ * them and covers every window since the last summary (merged_windows).
+ * Never does a summary make the collector leave records in a ring. */
+static uint64_t due_step, due_cut_ns;
+int prof_drain_exact_steps;     /* set around the collector thread's drain */
+int prof_drain_stopped;         /* a drain stopped at a due step */
+
+/* The wall time of a window (and of the run) reaches back to the earliest
+ * start of what it counts: a zone that began before a cut (another
+ * thread's, cut where the drain is; one open across a reset) counts whole
+ * where it ended, so its window must cover it whole, or a stage on one
+ * thread shows more than 100% of the window's wall time. */
+static void wall_cover_locked(uint64_t start_ns)
+{
+    if (start_ns < prof_rt.window_start_ns)
+        prof_rt.window_start_ns = start_ns;
+    if (start_ns < prof_rt.start_ns)
+        prof_rt.start_ns = start_ns;
+}
+
+/* The sinks the drain feeds (sink.h): the statistics alone until the
+ * floor above installs the outputs' list. */
+const struct prof_sink *const prof_sinks_collect[] = {&prof_stats_sink, NULL};
+const struct prof_sink *const *prof_sinks = prof_sinks_collect;
+
+/* Call a hook of every sink that has it (SINKS_ALL), or of every sink that
+ * takes a record begun at ticks (SINKS_TAKE). */
+#define SINKS_ALL(hook, ...)                                                      \
+    do {                                                                          \
+        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
+            if ((*k_)->hook != NULL)                                              \
+                (*k_)->hook(__VA_ARGS__);                                         \
+    } while (0)
+#define SINKS_TAKE(hook, ticks, ...)                                              \
+    do {                                                                          \
+        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
+            if ((*k_)->hook != NULL && ((*k_)->wants == NULL || (*k_)->wants(ticks))) \
+                (*k_)->hook(__VA_ARGS__);                                         \
+    } while (0)
+/* SINKS_TAKE for a record made before prof_reset(): the statistics forget
+ * it. */
+#define SINKS_TAKE_STALE(hook, ticks, ...)                                        \
+    do {                                                                          \
+        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
+            if (*k_ != &prof_stats_sink && (*k_)->hook != NULL &&                 \
+                ((*k_)->wants == NULL || (*k_)->wants(ticks)))                    \
+                (*k_)->hook(__VA_ARGS__);                                         \
+    } while (0)
+
+/* What a drain of one ring decides once, not per record: the sinks that
+ * take zones now (a trace that is off costs nothing per record), and
+ * whether the thread lost records in this window (its stages are marked
+ * short). */
+#define MAX_SINKS 8
+struct drain_ctx {
+    const struct prof_sink *zone_sinks[MAX_SINKS];
+    int nzone;
+    int lossy;
+    int need_start;              /* a zone sink other than the statistics
+                                    (which do not read start_ns) */
+    uint64_t min_start;          /* the earliest zone start taken since the
+                                    last wall_flush, in ticks */
+    uint64_t forget_below;       /* forget_at's position for the thread */
+    int stale;                   /* the record being taken lies below it */
+    struct prof_clock_map cm;
+};
+
+/* prof_reset() does not drain the rings: the records they held when it
+ * was called (below the head it read, per thread) are forgotten by the
+ * statistics as the drain reaches them, and still given to the other
+ * sinks (the trace keeps every zone). So a reset waits at most for the
+ * drain under way, never for the rings that threads recording flat out
+ * keep full. Positions, not times: records carry whatever ticks their
+ * source gives. Thread -> head at the reset (a ring position; NULL once
+ * the drain has passed it or the thread is gone). */
+static struct prof_map forget_at;
+
+static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
+{
+    dc->nzone = dc->need_start = 0;
+    for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
+        if ((*k)->zone != NULL && ((*k)->active == NULL || (*k)->active()) &&
+            dc->nzone < MAX_SINKS) {
+            dc->zone_sinks[dc->nzone++] = *k;
+            dc->need_start |= *k != &prof_stats_sink;
+        }
+    dc->min_start = UINT64_MAX;
+    dc->lossy = prof_loss_thread_lossy(t);
+    dc->forget_below = forget_at.len ? (uint64_t)(uintptr_t)prof_map_get(&forget_at,
+                                                                       (uintptr_t)t)
+                                     : 0;
+    dc->stale = 0;
+}
+
+/* The wall time covers the zones taken since the last call (see
+ * wall_cover_locked): once per drain, and before a step record (a
+ * warm-up's end starts the wall time afresh there). */
+static void wall_flush(struct drain_ctx *dc)
+{
+    if (dc->min_start != UINT64_MAX) {
+        wall_cover_locked(prof_clock_map_ns(&dc->cm, dc->min_start));
+        dc->min_start = UINT64_MAX;
+    }
+}
+
+/* A zone: its self time, its stage (resolved here once for every sink).
+ * Its start in ns only for a sink that reads it (the trace): the
+ * statistics need durations. */
+static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain_ctx *dc)
+{
+    struct prof_event e = {
+        .thread = t,
+        .raw = r->name,
+        .start_ns = dc->need_start ? prof_clock_map_ns(&dc->cm, r->start) : 0,
+        .dur_ns = r->end > r->start ? prof_clock_map_delta(&dc->cm, r->end - r->start) : 0,
+        .parent = r->parent,
+        .depth = r->depth,
+        .lane = r->kind >> PROF_RECORD_LANE_SHIFT_,
+    };
+    int err = e.lane ? prof_self_lane_zone(t, e.lane, e.depth, r->start, r->end, e.dur_ns,
+                                           &e.self_ns)
+                     : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
+
+    if (err == 0 && dc->stale) {
+        /* Ended before prof_reset(): for the sinks other than the
+         * statistics, and no stage is made for it unless one takes it. */
+        int i = 0;
+
+        while (i < dc->nzone && dc->zone_sinks[i] == &prof_stats_sink)
+            i++;
+        if (i == dc->nzone)
+            return;
+        if ((e.stage = prof_stats_zone_stage(r->name, r->parent, &e.node)) == NULL) {
+            prof_rt.lost_memory++;
+            return;
+        }
+        for (; i < dc->nzone; i++)
+            if (dc->zone_sinks[i] != &prof_stats_sink &&
+                (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(r->start)))
+                dc->zone_sinks[i]->zone(&e);
+        return;
+    }
+    if (err != 0 || (e.stage = prof_stats_zone_stage(r->name, r->parent, &e.node)) == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    if (dc->lossy)
+        e.stage->flags |= PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_;
+    if (r->start < dc->min_start)
+        dc->min_start = r->start;
+    for (int i = 0; i < dc->nzone; i++)
+        if (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(r->start))
+            dc->zone_sinks[i]->zone(&e);
+}
+
+static void skip_warm_up(uint64_t at_ns)
+{
+    prof_stats_reset();
+    prof_rt.start_ns = prof_rt.window_start_ns = at_ns;
+    prof_rt.window_start_step = prof_config_get()->skip_steps;
+    prof_rt.dropped = prof_rt.dropped_window = 0;
+    prof_loss_reset();
+}
+
+/* A step window closes after the zones that were open at its step end.
+ * The README's loop calls prof_step() last inside the iteration's zone, so
+ * that zone ends just after the step: cut at the step record, it fell into
+ * the next window (the first window held 99 of 100 iterations, the next
+ * 101 and more than 100% of its wall time). So the summary of a step taken
+ * with zones open is held until the stepping thread's first record that
+ * begins at or after the step (its next iteration): the records before it
+ * are the zones that were open at the step, ending. Held until the end of
+ * the collector pass in which the stepping thread itself flushes (its
+ * records are all in then), and at most WINDOW_HOLD_NS: a thread that
+ * stays inside its zone after the step (blocked, or descheduled on a busy
+ * machine) delays the summary that long, then its zone goes to the next
+ * window, as an epoch's zone open across many steps always does. */
+#define WINDOW_HOLD_NS 1000000000ull
+
+static struct {
+    struct prof_thread *t;       /* NULL: no window held */
+    uint64_t step, cut_ns, cut_ticks;
+    uint64_t since_ns;           /* when it was held */
+} held;
+
+/* The summary of the window that ends at step is due (formatted after
+ * the drain). A later due step in the same drain merges with it. */
+static void mark_due(uint64_t step, uint64_t cut_ns)
+{
+    due_step = step;
+    due_cut_ns = cut_ns;
+}
+
+static void window_release_locked(void)
+{
+    struct prof_thread *t = held.t;
+
+    if (t == NULL)
+        return;
+    held.t = NULL;
+    /* A prof_reset() since the step began a fresh window after it. */
+    if (held.step >= prof_rt.window_start_step)
+        mark_due(held.step, held.cut_ns);
+}
+
+static void window_hold_locked(struct prof_thread *t, const prof_record_ *r, uint64_t cut_ns)
+{
+    window_release_locked();
+    if (r->depth == 0) {
+        mark_due(r->end, cut_ns);
+        return;
+    }
+    held.t = t;
+    held.step = r->end;
+    held.cut_ns = cut_ns;
+    held.cut_ticks = r->start;
+    held.since_ns = prof_clock_now_ns();
+}
+
+/* Before a record of t is taken: whether it begins the held step's next
+ * window (then the window is released: its summary is due). A GPU record
+ * carries no time; a gap may hide anything. */
+static int window_check_locked(const struct prof_thread *t, const prof_record_ *r)
+{
+    uint32_t kind = r->kind & PROF_RECORD_KIND_MASK_;
+
+    if (held.t != t || kind == PROF_RECORD_CUDA_)
+        return 0;
+    if (kind == PROF_RECORD_STEP_ || kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks) {
+        window_release_locked();
+        return 1;
+    }
+    return 0;
+}
+
+/* At the end of a collector pass (self: the pass runs on a recording
+ * thread, inside prof_flush or a stats call). */
+static void window_pass_end_locked(void)
+{
+    if (held.t == NULL)
+        return;
+    if (prof_thread_self_ == &held.t->hot ||
+        prof_clock_now_ns() - held.since_ns >= WINDOW_HOLD_NS)
+        window_release_locked();
+}
+
+static void take_record(struct prof_thread *t, const prof_record_ *r, struct drain_ctx *dc)
+{
+    const struct prof_clock_map *cm = &dc->cm;
+    struct prof_event e;
+    double v;
+    int device;
+
+    /* Nearly every record is a zone: its event is made in take_zone. */
+    if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_ZONE_) {
+        take_zone(t, r, dc);
+        return;
+    }
+    memset(&e, 0, sizeof e);
+    e.thread = t;
+    e.raw = r->name;
+    switch (r->kind & PROF_RECORD_KIND_MASK_) {
+    case PROF_RECORD_COUNTER_:
+        memcpy(&v, &r->end, sizeof v);
+        e.start_ns = prof_clock_map_ns(cm, r->start);
+        if (dc->stale)
+            SINKS_TAKE_STALE(counter, r->start, &e, v);
+        else
+            SINKS_TAKE(counter, r->start, &e, v);
+        break;
+    case PROF_RECORD_MARK_:
+        e.start_ns = prof_clock_map_ns(cm, r->start);
+        if (dc->stale)
+            SINKS_TAKE_STALE(mark, r->start, &e);
+        else
+            SINKS_TAKE(mark, r->start, &e);
+        break;
+    case PROF_RECORD_STEP_:
+        e.start_ns = prof_clock_map_ns(cm, r->start);
+        if (r->end == prof_config_get()->skip_steps)
+            skip_warm_up(e.start_ns);
+        /* Marked due here, formatted after the drain loop. On the
+         * collector thread the drain stops right after this record (see
+         * due_step), so the summary is cut exactly at the step on the
+         * thread that counts steps: its zones before the step are in the
+         * window, the ones after are not. (Other threads are cut where the
+         * drain happens to be; merged windows where the drain ended.) */
+        if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
+            r->end > prof_rt.summary_step_done) {
+            prof_rt.summary_step_done = r->end;
+            window_hold_locked(t, r, e.start_ns);
+        }
+        SINKS_TAKE(step, r->start, &e, r->end);
+        break;
+    case PROF_RECORD_CUDA_:
+        device = prof_cuda_submit(r);
+        SINKS_ALL(gpu_launch, t, r->name, device);
+        break;
+    case PROF_RECORD_GAP_:
+        prof_self_gap(t);
+        break;
+    default:
+        break;
+    }
+}
+
+/* When the last drain of every ring ended: how far behind the collector
+ * was when a drain finds a loss. */
+static uint64_t last_collect_ns;
+
+/* Returns 1 when it stopped at a due step (prof_drain_exact_steps) with records left. */
+static int drain(struct prof_thread *t)
+{
+    /* The ring's reader protocol (ring.h): records up to head were fully
+     * written by their thread; once released, the thread may reuse them. */
+    struct prof_ring_reader rd;
+    struct drain_ctx dc;
+    const prof_record_ *r;
+    uint64_t lost, hint, taken = 0;
+
+    /* Read before head: every loss counted here lies before a record
+     * this drain takes, so the stages those records hold are marked. */
+    lost = prof_ring_dropped(&t->hot);
+    prof_clock_map_get(&dc.cm);
+    prof_ring_read(&t->hot, &rd);
+    if (lost != t->dropped_seen) {
+        /* How far behind: the age of the oldest record waiting, else the
+         * time since the last drain. */
+        struct prof_ring_reader peek = rd;
+        const prof_record_ *first = prof_ring_next(&peek);
+        uint64_t now = prof_clock_now_ns(), then = last_collect_ns;
+
+        if (first != NULL && (first->kind == PROF_RECORD_ZONE_ ? first->end : first->start) != 0)
+            then = prof_clock_map_ns(&dc.cm, first->kind == PROF_RECORD_ZONE_ ? first->end
+                                                                            : first->start);
+        hint = prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0,
+                              now);
+        if (hint != 0)
+            SINKS_ALL(loss, t, lost - t->dropped_seen, hint, now);
+        prof_rt.dropped += lost - t->dropped_seen;
+        prof_rt.dropped_window += lost - t->dropped_seen;
+        t->dropped_seen = lost;
+    }
+    drain_ctx_init(&dc, t);
+    while ((r = prof_ring_next(&rd)) != NULL) {
+        /* A held window ends before the first record of the next one: on
+         * the collector thread the drain stops there, unread, so that the
+         * summary is cut exactly (as at a due STEP record below). */
+        if (window_check_locked(t, r) && prof_drain_exact_steps &&
+            rd.head - rd.tail + 1 <= t->hot.warm / 4) {
+            rd.tail--;
+            prof_ring_release(&t->hot, rd.tail);
+            wall_flush(&dc);
+            prof_drain_stopped = 1;
+            return 1;
+        }
+        dc.stale = rd.tail <= dc.forget_below;
+        if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_STEP_)
+            wall_flush(&dc);
+        take_record(t, r, &dc);
+        /* The warm-up's last step (PROF_SKIP_STEPS) forgets the losses. */
+        if ((r->kind & PROF_RECORD_KIND_MASK_) == PROF_RECORD_STEP_)
+            dc.lossy = prof_loss_thread_lossy(t);
+        /* Give slots back as it goes: a drain of a ring filled while the
+         * collector was away takes milliseconds, and a thread recording
+         * meanwhile needs the slots already read, not only the ones left
+         * when it began (100k records after a 100 ms absence at 1 M/s:
+         * released only at the end, the ring overflowed during the drain). */
+        if ((++taken & 4095) == 0)
+            prof_ring_release(&t->hot, rd.tail);
+        /* Stop at the step whose summary is due, unless the ring holds
+         * more than a quarter of its warm slots: then the summaries merge
+         * rather than keep the records waiting. */
+        if (prof_drain_exact_steps && due_step != 0 && r->kind == PROF_RECORD_STEP_ &&
+            r->end == due_step &&
+            rd.head - rd.tail > 0 && rd.head - rd.tail <= t->hot.warm / 4) {
+            prof_ring_release(&t->hot, rd.tail);
+            wall_flush(&dc);
+            prof_drain_stopped = 1;
+            return 1;
+        }
+    }
+    prof_ring_release(&t->hot, rd.tail);
+    wall_flush(&dc);
+    if (dc.forget_below != 0 && rd.tail >= dc.forget_below)
+        prof_map_put(&forget_at, (uintptr_t)t, NULL);
+
+    lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
+    if (lost != t->refused_seen) {
+        prof_rt.dropped += lost - t->refused_seen;
+        prof_rt.dropped_window += lost - t->refused_seen;
+        t->refused_seen = lost;
+    }
+    return 0;
+}
+
+/* A completed GPU zone (cuda_poll.c): its GPU stage and its CPU one. */
+static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, uint64_t start_ns,
+                     uint64_t end_ns)
+{
+    struct prof_stage *gpu = prof_stats_stage(name, PROF_STAGE_GPU);
+    struct prof_stage *cpu = prof_stats_stage(name, 0);
+
+    (void)ctx;
+    if (gpu == NULL || cpu == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    SINKS_ALL(gpu_zone, gpu, cpu, device, stream, start_ns, end_ns);
+}
+
+/* A GPU side lost on the collector's side (cuda_poll.c). */
+static void gpu_lost_sink(void *ctx, const char *raw_name, int cause)
+{
+    (void)ctx;
+    SINKS_ALL(gpu_lost, raw_name, cause);
+}
+
+void prof_drain_locked(void)
+{
+    struct prof_thread **link = &prof_threads;
+    uint64_t lost;
+
+    /* A step record is pushed before its summary is marked due, so once this
+     * drain is over, the record of this step has been taken unless a full
+     * ring dropped it (prof_periodic_locked). */
+    prof_rt.step_due_drained = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
+    prof_drain_stopped = 0;
+    prof_clock_calibrate();
+    prof_registry_splice_locked();
+    while (*link != NULL) {
+        struct prof_thread *t = *link;
+        /* Acquire pairs with thread_exited(): read before the last drain. */
+        int exited = __atomic_load_n(&t->exited, __ATOMIC_ACQUIRE);
+
+        /* A ring left at a due step keeps its thread for the next drain. */
+        if (drain(t) == 0 && exited) {
+            if (held.t == t)
+                window_release_locked();
+            SINKS_ALL(thread_gone, t);
+            prof_self_thread_gone(t);
+            if (forget_at.len)
+                prof_map_put(&forget_at, (uintptr_t)t, NULL);
+            *link = t->next;
+            prof_thread_free(t);
+        } else {
+            prof_registry_repair_pending(t);
+            link = &t->next;
+        }
+    }
+    window_pass_end_locked();
+    prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
+    lost = prof_cuda_lost();
+    if (lost != prof_rt.cuda_lost_seen) {
+        /* GPU sides that could not be timed count as dropped records. */
+        prof_rt.dropped += lost - prof_rt.cuda_lost_seen;
+        prof_rt.dropped_window += lost - prof_rt.cuda_lost_seen;
+        prof_rt.cuda_lost_seen = lost;
+    }
+    /* Losses counted outside the rings: zones ended on another thread,
+     * records of a thread with no ring (registry.h), records the
+     * collector had no memory for. All are shown as dropped. */
+    lost = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +
+           __atomic_load_n(&prof_records_unattached, __ATOMIC_RELAXED) + prof_rt.lost_memory +
+           prof_stats_hist_lost;
+    if (lost != prof_rt.loss_seen) {
+        prof_rt.dropped += lost - prof_rt.loss_seen;
+        prof_rt.dropped_window += lost - prof_rt.loss_seen;
+        prof_rt.loss_seen = lost;
+    }
+    SINKS_ALL(pass_end, prof_clock_now_ns());
+    last_collect_ns = prof_clock_now_ns();
+}
+
+int prof_drain_due_take(uint64_t *step, uint64_t *cut_ns)
+{
+    if (due_step == 0)
+        return 0;
+    *step = due_step;
+    *cut_ns = due_cut_ns;
+    due_step = 0;
+    return 1;
+}
+
+void prof_drain_window_release_locked(void)
+{
+    window_release_locked();
+}
+
+void prof_drain_gpu_poll_locked(void)
+{
+    prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
+}
+
+void prof_drain_tick(uint64_t now_ns)
+{
+    SINKS_ALL(tick, now_ns);
+}
+
+void prof_drain_atfork_child(void)
+{
+    held.t = NULL;               /* the parent's threads and window */
+    due_step = 0;
+    prof_map_clear(&forget_at);  /* the parent's threads, gone here */
+}
+
+void prof_collect_forget_locked(void)
+{
+    struct prof_thread *t;
+
+    prof_registry_splice_locked();
+    prof_map_clear(&forget_at);
+    /* Losses counted so far are the forgotten run's: the next drain
+     * counts (and says) only the ones after the reset. */
+    for (t = prof_threads; t != NULL; t = t->next) {
+        /* Acquire, as a drain reads it: the records below are whole. */
+        uint64_t head = __atomic_load_n(&t->hot.head, __ATOMIC_ACQUIRE);
+
+        /* Out of memory: those records count after the reset, as when
+         * a reset drained them. */
+        if (head != t->hot.tail)
+            (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
+        t->dropped_seen = prof_ring_dropped(&t->hot);
+        t->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
+    }
+    prof_rt.cuda_lost_seen = prof_cuda_lost();
+    prof_rt.loss_seen = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +
+                        __atomic_load_n(&prof_records_unattached, __ATOMIC_RELAXED) +
+                        prof_rt.lost_memory + prof_stats_hist_lost;
+}

@@ -1,0 +1,120 @@
+/* loss.c - records lost to full rings, said once per window (loss.h).
+ * A loss used to show only as "N dropped" in the summary's header: a run
+ * that lost three quarters of its zones read as 13 calls of 50 with
+ * nothing to say so or what to do about it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "prof.h"
+#include "env.h"
+#include "json.h"
+#include "log.h"
+#include "loss.h"
+#include "registry.h"
+#include "zone.h"
+
+static struct prof_loss run, win;
+/* The window's number: a thread whose loss_window is this one lost
+ * records in it. Starts at 1, so that a new thread (0) has lost none. */
+static uint64_t window_gen = 1;
+static int said;                 /* the window's line is out */
+/* When the last line went out: at most one every PROF_LOSS_QUIET_NS, so
+ * that windows of 10 ms or of one short step do not flood stderr (their
+ * summaries say the rest). */
+static uint64_t said_ns;
+#define PROF_LOSS_QUIET_NS (10 * 1000000000ull)
+
+void prof_loss_size(char *buf, size_t size, uint64_t records)
+{
+    if (records >= 1024 * 1024 && records % (1024 * 1024) == 0)
+        snprintf(buf, size, "%lluM", (unsigned long long)(records >> 20));
+    else if (records >= 1024 && records % 1024 == 0)
+        snprintf(buf, size, "%lluk", (unsigned long long)(records >> 10));
+    else
+        snprintf(buf, size, "%llu", (unsigned long long)records);
+}
+
+static void add(struct prof_loss *l, const struct prof_thread *t, uint64_t lost,
+                uint64_t behind_ns, uint64_t hint, int new_thread)
+{
+    l->records += lost;
+    if (behind_ns > l->behind_ns)
+        l->behind_ns = behind_ns;
+    if (hint > l->buffer_hint)
+        l->buffer_hint = hint;
+    l->threads += new_thread;
+    (void)t;
+}
+
+uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, uint64_t ts_ns)
+{
+    uint64_t cap = t->hot.mask + 1, hint, bytes;
+    int new_win = t->loss_window != window_gen, new_run = t->loss_window == 0;
+    char size[24], now[24], name[64], behind[24];
+
+    if (lost == 0)
+        return 0;
+    /* The ring that would have held this drain's records and the lost
+     * ones, to the next power of two, as PROF_BUFFER rounds. */
+    for (hint = cap; hint < cap + lost && hint < PROF_BUFFER_MAX; hint <<= 1)
+        ;
+    t->loss_window = window_gen;
+    add(&win, t, lost, behind_ns, hint, new_win);
+    add(&run, t, lost, behind_ns, hint, new_run);
+    if (said || (said_ns != 0 && ts_ns - said_ns < PROF_LOSS_QUIET_NS))
+        return 0;
+    said = 1;
+    said_ns = ts_ns;
+    prof_loss_size(size, sizeof size, hint);
+    prof_loss_size(now, sizeof now, cap);
+    prof_fmt_dur(behind, sizeof behind, (double)behind_ns);
+    bytes = hint * sizeof(prof_record_);
+    if (t->name != NULL)
+        snprintf(name, sizeof name, "\"%.40s\" (tid %u)", t->name, t->tid);
+    else
+        snprintf(name, sizeof name, "tid %u", t->tid);
+    prof_log("thread %s lost %llu records: its ring of %s filled while the collector was "
+             "%s behind; PROF_BUFFER=%s would keep them (%llu %s per thread); the stages "
+             "it recorded are marked * in the summary (said at most once per summary window "
+             "and 10 s)",
+             name, (unsigned long long)lost, now, behind, size,
+             (unsigned long long)(bytes >= (1u << 20) ? bytes >> 20 : bytes >> 10),
+             bytes >= (1u << 20) ? "MB" : "KB");
+    return hint;
+}
+
+int prof_loss_thread_lossy(const struct prof_thread *t)
+{
+    return t->loss_window == window_gen;
+}
+
+/* Counted by the zone path, outside the collector (zone.h). */
+static uint64_t lanes_at_window, lanes_at_reset;
+
+const struct prof_loss *prof_loss_get(int window)
+{
+    uint64_t lanes = __atomic_load_n(&prof_lanes_shared, __ATOMIC_RELAXED);
+
+    run.lanes_shared = lanes - lanes_at_reset;
+    win.lanes_shared = lanes - lanes_at_window;
+    return window ? &win : &run;
+}
+
+void prof_loss_window_reset(void)
+{
+    memset(&win, 0, sizeof win);
+    lanes_at_window = __atomic_load_n(&prof_lanes_shared, __ATOMIC_RELAXED);
+    window_gen++;
+    said = 0;
+}
+
+void prof_loss_reset(void)
+{
+    prof_loss_window_reset();
+    /* said_ns stays: a program that resets often (every epoch, or in a
+     * loop beside threads that keep losing) would otherwise hear the line
+     * again at every reset (51 lines in 11 s). */
+    memset(&run, 0, sizeof run);
+    lanes_at_reset = lanes_at_window;
+    /* Threads whose loss_window is an old number have lost nothing since. */
+}

@@ -1,0 +1,9 @@
+/* fork.h - a fork in a recording process (fork.c). */
+#ifndef PROF_FORK_H
+#define PROF_FORK_H
+
+/* Install the fork handlers: at load, not at start, so that a child
+ * forked before the first record still knows it is a child. */
+void prof_fork_install(void);
+
+#endif

@@ -1,0 +1,526 @@
+/* live.c - the live table, for prof-top and the metrics.
+ *
+ * Once a second the collector takes a snapshot of the heaviest stages with
+ * the runtime lock held (numbers and interned name pointers only), then,
+ * with the lock released, writes it into this process's file in shared
+ * memory and, with PROF_METRICS, hands it to the metrics thread
+ * (metrics.c formats it there). The file is a mapping
+ * the writer updates in place under a sequence number (odd while writing),
+ * so a reader in another process never takes a torn table for a whole one;
+ * it is created 0600 in a directory of this user's alone (0700, owner
+ * checked: nobody else can take or forge its name), removed at exit, and
+ * readers remove the files of processes that died without removing theirs.
+ * Every page of the mapping is reserved in the file (posix_fallocate)
+ * before it is mapped: a full tmpfs costs the live view, said once, never
+ * the program (a store into a page tmpfs cannot back is a SIGBUS). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof.h"
+#include "clock.h"
+#include "env.h"
+#include "live.h"
+#include "log.h"
+#include "metrics.h"
+#include "process.h"
+#include "registry.h"
+#include "runtime.h"
+#include "sink.h"
+
+static uint64_t next_ns;                /* the next tick publishes from then */
+
+/* Two snapshots: the collector fills one (lock held) and writes it to the
+ * live file (lock released) while the metrics thread formats the other,
+ * so the collector never waits on a socket or the metrics' formatting. A
+ * buffer is FREE, FILLING (the collector's), PENDING (for the metrics
+ * thread, not taken yet) or BUSY (being formatted). */
+enum { FREE, FILLING, PENDING, BUSY };
+static struct prof_live_snap snaps[2];
+static int state[2];
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pub_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t pub_thread;
+static int pub_running, pub_stop, pub_pid;
+static uint64_t last_publish_ns;        /* the collector's */
+static uint64_t last_metrics_ns;        /* under pub_lock */
+
+/* The file: owned by the process that created it (a forked child makes
+ * its own). */
+static int file_fd = -1;
+static int file_pid;
+static int file_failed;
+static char file_path[512];
+static unsigned char *map;
+static size_t map_size;
+static uint64_t publishes;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t real_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The user's own directory: $XDG_RUNTIME_DIR/prof where that variable
+ * names a directory of this user's that it may write, else
+ * /dev/shm/prof-UID (tmpfs on every Linux). Made 0700 and then checked,
+ * never trusted for its name: a directory another user made first (the
+ * names are guessable), or one that others may enter, is refused, so
+ * nobody else can create, replace or read a per-pid name in it. Only the
+ * name is chosen here; live_dir_open checks what is there. */
+int prof_live_dir(char *buf, size_t size)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    int n;
+
+    if (xdg != NULL && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid() && access(xdg, W_OK) == 0)
+        n = snprintf(buf, size, "%s/prof", xdg);
+    else
+        n = snprintf(buf, size, "/dev/shm/prof-%u", (unsigned)geteuid());
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int prof_live_path(int pid, char *buf, size_t size)
+{
+    char dir[400];
+    int n;
+
+    if (prof_live_dir(dir, sizeof dir) != 0)
+        return -ENAMETOOLONG;
+    n = snprintf(buf, size, "%s/" PROF_LIVE_PREFIX "%d", dir, pid);
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int prof_live_snap_take_locked(struct prof_live_snap *s)
+{
+    const struct prof_process *proc = prof_process_get();
+    uint64_t now = prof_clock_now_ns();
+
+    /* The stages' numbers: what the statistics publish (stats_snap.h). */
+    if (prof_stats_snap_take_locked(&s->table, PROF_LIVE_MAX_ROWS) != 0)
+        return -ENOMEM;
+    s->pid = proc->pid;
+    s->rank = proc->rank;
+    memcpy(s->program, proc->program, sizeof s->program);
+    memcpy(s->host, proc->host, sizeof s->host);
+    s->real_ns = real_ns();
+    s->run_ns = now > prof_rt.start_ns ? now - prof_rt.start_ns : 0;
+    s->win_ns = now > prof_rt.window_start_ns ? now - prof_rt.window_start_ns : 0;
+    s->win_start_step = prof_rt.window_start_step;
+    s->steps = __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
+    s->dropped = prof_rt.dropped;
+    s->threads = 0;
+    for (const struct prof_thread *t = prof_threads; t != NULL; t = t->next)
+        s->threads += !__atomic_load_n(&t->exited, __ATOMIC_RELAXED);
+    return 0;
+}
+
+void prof_live_snap_free(struct prof_live_snap *s)
+{
+    prof_stats_snap_free(&s->table);
+    memset(s, 0, sizeof *s);
+}
+
+static void file_forget(void)
+{
+    if (map != NULL)
+        munmap(map, map_size);
+    if (file_fd >= 0)
+        close(file_fd);
+    map = NULL;
+    map_size = 0;
+    file_fd = -1;
+}
+
+/* The directory, made if missing and opened without following a link;
+ * its descriptor if it is this user's and nobody else's (0700), else -1,
+ * said once. */
+static int live_dir_open(void)
+{
+    char dir[400];
+    struct stat st;
+    int fd;
+
+    if (prof_live_dir(dir, sizeof dir) != 0) {
+        prof_log("live stats: the directory's name is too long; prof-top will not see this "
+                 "process");
+        return -1;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        prof_log("live stats: cannot create %s (%s); prof-top will not see this process", dir,
+                 strerror(errno));
+        return -1;
+    }
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        prof_log("live stats: cannot open %s (%s); prof-top will not see this process", dir,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        prof_log("live stats: %s belongs to uid %u with mode %03o, not to this user (uid %u) "
+                 "alone; prof-top will not see this process", dir, (unsigned)st.st_uid,
+                 (unsigned)(st.st_mode & 0777), (unsigned)geteuid());
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Room for size bytes, reserved in the file before the mapping covers it:
+ * a store into a tmpfs page that has no room behind it raises SIGBUS and
+ * kills the program, so every page the writer may touch is allocated
+ * first (posix_fallocate), and where that fails nothing is mapped. The
+ * mapping is grown, never shrunk: a reader may be between reading the size
+ * and the rows. 0 or a negative errno. */
+static int file_room(size_t size)
+{
+    size_t want = map_size ? map_size : 65536;
+    void *m;
+    int err;
+
+    if (size <= map_size)
+        return 0;
+    while (want < size)
+        want *= 2;
+    if ((err = posix_fallocate(file_fd, 0, (off_t)want)) != 0)
+        return -err;
+    m = map ? mremap(map, map_size, want, MREMAP_MAYMOVE)
+            : mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, file_fd, 0);
+    if (m == MAP_FAILED)
+        return -errno;
+    map = m;
+    map_size = want;
+    return 0;
+}
+
+/* Publishing ends for this process: the file goes, and the reason is said
+ * once (what the first reservation or a growth could not get). */
+static void file_give_up(const char *what, int err)
+{
+    prof_log("live stats: %s %s (%s); prof-top does not see this process from now on", what,
+             file_path, strerror(err));
+    unlink(file_path);
+    file_forget();
+    file_failed = 1;
+}
+
+static int file_open(void)
+{
+    int pid = prof_process_get()->pid, dir, err;
+    char name[64];
+
+    if (file_pid != pid) {
+        /* Forked: the mapping and the file are the parent's. */
+        file_forget();
+        file_failed = 0;
+        file_pid = pid;
+    }
+    if (file_fd >= 0 || file_failed)
+        return file_fd;
+    file_failed = 1;
+    if (prof_live_path(pid, file_path, sizeof file_path) != 0 || (dir = live_dir_open()) < 0)
+        return -1;
+    snprintf(name, sizeof name, PROF_LIVE_PREFIX "%d", pid);
+    for (int tries = 0; tries < 2; tries++) {
+        file_fd = openat(dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        /* A file by our pid, in a directory only we can write, is a dead
+         * process's whose pid came round again: ours to replace. */
+        if (file_fd >= 0 || errno != EEXIST || unlinkat(dir, name, 0) != 0)
+            break;
+    }
+    err = errno;
+    close(dir);
+    if (file_fd < 0) {
+        prof_log("live stats: cannot create %s (%s); prof-top will not see this process",
+                 file_path, strerror(err));
+        return -1;
+    }
+    /* The first room, reserved before anything is mapped: a full tmpfs
+     * (a container's 64 MB /dev/shm filled by DataLoader workers) is one
+     * line here, never a SIGBUS. */
+    if ((err = file_room(1)) != 0) {
+        file_give_up("no room for", -err);
+        return -1;
+    }
+    file_failed = 0;
+    return file_fd;
+}
+
+static void file_write(const struct prof_live_snap *s)
+{
+    struct prof_live_file_header *h;
+    struct prof_live_file_row *fr;
+    size_t names = 0, size, off;
+    uint64_t seq;
+    int err;
+
+    if (file_open() < 0)
+        return;
+    for (size_t i = 0; i < s->table.len; i++)
+        names += strlen(s->table.rows[i].name);
+    size = sizeof *h + s->table.len * sizeof *fr + names;
+    /* Odd before the file may grow: a reader of the old size retries.
+     * The header is in the first room, reserved when the file was made. */
+    h = (struct prof_live_file_header *)map;
+    __atomic_store_n(&h->seq, h->seq | 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    if ((err = file_room(size)) != 0) {
+        /* The table outgrew the room: publishing stops here, the stores
+         * above were all into reserved pages. */
+        file_give_up("the table outgrew the room it could reserve for", -err);
+        return;
+    }
+    h = (struct prof_live_file_header *)map;
+    seq = __atomic_load_n(&h->seq, __ATOMIC_RELAXED) | 1;
+    __atomic_store_n(&h->seq, seq, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+
+    memcpy(h->magic, PROF_LIVE_MAGIC, sizeof h->magic);
+    h->version = PROF_LIVE_VERSION;
+    h->header_size = sizeof *h;
+    h->row_size = sizeof *fr;
+    h->nrows = (uint32_t)s->table.len;
+    h->size = size;
+    h->pid = s->pid;
+    h->rank = s->rank;
+    memcpy(h->program, s->program, sizeof h->program);
+    memcpy(h->host, s->host, sizeof h->host);
+    h->real_ns = s->real_ns;
+    h->run_ns = s->run_ns;
+    h->win_ns = s->win_ns;
+    h->win_start_step = s->win_start_step;
+    h->steps = s->steps;
+    h->dropped = s->dropped;
+    h->threads = s->threads;
+    h->gpu_stages = s->table.gpu_stages;
+    h->stages = s->table.stages;
+    h->folded = s->table.folded;
+    h->snap_ns = s->snap_ns;
+    h->publish_ns = s->publish_ns;
+    h->metrics_ns = s->metrics_ns;
+    h->publishes = ++publishes;
+    fr = (struct prof_live_file_row *)(map + sizeof *h);
+    off = 0;
+    for (size_t i = 0; i < s->table.len; i++, fr++) {
+        const struct prof_stats_snap_row *r = &s->table.rows[i];
+        size_t len = strlen(r->name);
+
+        fr->name_off = (uint32_t)off;
+        fr->name_len = (uint32_t)len;
+        fr->parent = r->parent;
+        fr->depth = r->depth;
+        fr->flags = r->flags;
+        fr->pad = 0;
+        fr->count = r->count;
+        fr->total_ns = r->total_ns;
+        fr->self_ns = r->self_ns;
+        fr->outer_ns = r->outer_ns;
+        fr->win_count = r->win_count;
+        fr->win_total_ns = r->win_total_ns;
+        fr->p50_ns = r->p50_ns;
+        fr->p95_ns = r->p95_ns;
+        fr->p99_ns = r->p99_ns;
+        memcpy(map + sizeof *h + s->table.len * sizeof *fr + off, r->name, len);
+        off += len;
+    }
+    /* Release: a reader that sees this even number sees every byte above
+     * (the odd store and the fence before the rows pair with the reader's
+     * second read of seq: a reader that saw any new byte sees seq moved). */
+    __atomic_store_n(&h->seq, seq + 1, __ATOMIC_RELEASE);
+}
+
+void prof_live_publish(const struct prof_live_snap *s)
+{
+    if (prof_config_get()->live)
+        file_write(s);
+}
+
+static int wanted(void)
+{
+    const struct prof_config *cfg = prof_config_get();
+
+    return cfg->live || prof_metrics_wanted();
+}
+
+static void *publisher_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "prof-metrics-fmt");
+    pthread_mutex_lock(&pub_lock);
+    for (;;) {
+        int i = state[0] == PENDING ? 0 : state[1] == PENDING ? 1 : -1;
+        uint64_t t0;
+
+        if (i < 0) {
+            if (pub_stop)
+                break;
+            pthread_cond_wait(&pub_cond, &pub_lock);
+            continue;
+        }
+        state[i] = BUSY;
+        pthread_mutex_unlock(&pub_lock);
+        t0 = mono_ns();
+        prof_metrics_publish(&snaps[i]);
+        pthread_mutex_lock(&pub_lock);
+        last_metrics_ns = mono_ns() - t0;
+        state[i] = FREE;
+    }
+    pthread_mutex_unlock(&pub_lock);
+    return NULL;
+}
+
+/* In a forked child the publisher thread is gone, and its lock may have
+ * been held at the fork: start afresh (the collector is the only caller). */
+static void publisher_check_fork(void)
+{
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    int pid = prof_process_get()->pid;
+
+    if (pub_pid == pid)
+        return;
+    pub_lock = m;
+    pub_cond = c;
+    state[0] = state[1] = FREE;
+    pub_running = pub_stop = 0;
+    pub_pid = pid;
+}
+
+static int publisher_start(void)
+{
+    sigset_t all, old;
+    int err;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    err = pthread_create(&pub_thread, NULL, publisher_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0) {
+        static int logged;
+
+        prof_log_once(&logged, "PROF_METRICS: cannot start its thread (%s); no metrics",
+                      strerror(err));
+        return -err;
+    }
+    pub_running = 1;
+    return 0;
+}
+
+void prof_live_tick_locked(uint64_t now)
+{
+    static int metrics_failed;
+    int metrics = prof_metrics_wanted();
+    uint64_t t0, t1, t2;
+    int i;
+
+    if (now < next_ns || !wanted())
+        return;
+    next_ns = now + PROF_LIVE_PERIOD_NS;
+    publisher_check_fork();
+    if (metrics && !pub_running && !metrics_failed && publisher_start() != 0)
+        metrics_failed = 1;
+    pthread_mutex_lock(&pub_lock);
+    i = state[0] == FREE ? 0 : state[1] == FREE ? 1 : -1;
+    if (i >= 0)
+        state[i] = FILLING;
+    pthread_mutex_unlock(&pub_lock);
+    if (i < 0)
+        return;    /* the metrics thread is behind: this second is skipped */
+    t0 = mono_ns();
+    if (prof_live_snap_take_locked(&snaps[i]) != 0) {
+        pthread_mutex_lock(&pub_lock);
+        state[i] = FREE;
+        pthread_mutex_unlock(&pub_lock);
+        return;
+    }
+    t1 = mono_ns();
+    snaps[i].snap_ns = t1 - t0;
+    snaps[i].publish_ns = last_publish_ns;
+    pthread_mutex_lock(&pub_lock);
+    snaps[i].metrics_ns = last_metrics_ns;
+    pthread_mutex_unlock(&pub_lock);
+    prof_rt_unlock();
+    prof_live_publish(&snaps[i]);
+    t2 = mono_ns();
+    prof_rt_lock();
+    last_publish_ns = t2 - t1;
+    pthread_mutex_lock(&pub_lock);
+    if (pub_running) {
+        /* An older snapshot not taken yet is replaced by this one. */
+        if (state[!i] == PENDING)
+            state[!i] = FREE;
+        state[i] = PENDING;
+        pthread_cond_signal(&pub_cond);
+    } else {
+        state[i] = FREE;
+    }
+    pthread_mutex_unlock(&pub_lock);
+    /* The snapshot holds the lock (a table of 100k stages: tens of ms):
+     * publish less often then, so that it holds it for at most a
+     * PROF_LIVE_LOCK_SHARE-th of the time. */
+    if ((t1 - t0) * PROF_LIVE_LOCK_SHARE > PROF_LIVE_PERIOD_NS)
+        next_ns = now + (t1 - t0) * PROF_LIVE_LOCK_SHARE;
+}
+
+void prof_live_stop(void)
+{
+    int took = -1;
+
+    if (!wanted())
+        return;
+    if (pub_running && pub_pid == prof_process_get()->pid) {
+        pthread_mutex_lock(&pub_lock);
+        pub_stop = 1;
+        pthread_cond_signal(&pub_cond);
+        pthread_mutex_unlock(&pub_lock);
+        pthread_join(pub_thread, NULL);
+        pub_running = pub_stop = 0;
+        state[0] = state[1] = FREE;
+    }
+    /* The metrics file gets the final numbers; the server and the live
+     * file go. */
+    if (prof_config_get()->metrics == PROF_METRICS_FILE && prof_metrics_wanted()) {
+        prof_rt_lock();
+        if (prof_rt.started)
+            took = prof_live_snap_take_locked(&snaps[0]);
+        prof_rt_unlock();
+        if (took == 0)
+            prof_metrics_publish(&snaps[0]);
+    }
+    prof_metrics_stop();
+    if (file_fd >= 0 && file_pid == prof_process_get()->pid)
+        unlink(file_path);
+    file_forget();
+    prof_live_snap_free(&snaps[0]);
+    prof_live_snap_free(&snaps[1]);
+    next_ns = 0;
+}
+
+/* The live view as a sink of the collector (sink.h): periodic only. */
+const struct prof_sink prof_live_sink = {
+    .name = "live",
+    .tick = prof_live_tick_locked,
+};

@@ -1,0 +1,107 @@
+/* live.h - live statistics for readers outside the process: prof-top's
+ * file (a table in shared memory, by pid) and, with PROF_METRICS,
+ * Prometheus metrics (metrics.h).
+ *
+ * Two halves, so that a collector sink can call them: a snapshot taken with
+ * the runtime lock held (numbers only, bounded by PROF_LIVE_MAX_ROWS), and
+ * a publish with the lock released: the live file (a copy into a shared
+ * mapping) on the collector, the metrics (formatting, a .prom file) on a
+ * thread of their own, started only with PROF_METRICS, so the collector
+ * never waits on a socket or on formatting megabytes of text, and a
+ * process without PROF_METRICS has no thread but the collector. The
+ * zone's path is untouched. */
+#ifndef PROF_LIVE_H
+#define PROF_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stats_snap.h"
+
+/* Rows published: the heaviest stages of the run and their ancestors (the
+ * rest are counted in folded), so the cost per second is bounded however
+ * many names a program makes. */
+#define PROF_LIVE_MAX_ROWS 4096
+/* How often the collector publishes: every second, or less often where
+ * the snapshot costs more than a PROF_LIVE_LOCK_SHARE-th of that. */
+#define PROF_LIVE_PERIOD_NS 1000000000ull
+#define PROF_LIVE_LOCK_SHARE 50
+
+/* A snapshot: the process's numbers and what the statistics publish
+ * (stats_snap.h), taken with the lock held, read with it released. */
+struct prof_live_snap {
+    int pid, rank;
+    char program[64], host[64];
+    uint64_t real_ns;            /* CLOCK_REALTIME when taken */
+    uint64_t run_ns;             /* wall time of the run so far */
+    uint64_t win_ns;             /* wall time of the current window */
+    uint64_t win_start_step, steps, dropped;
+    uint32_t threads;
+    uint64_t snap_ns;            /* what taking the previous snapshot cost (lock held) */
+    uint64_t publish_ns;         /* writing the previous one to the file (lock released) */
+    uint64_t metrics_ns;         /* formatting (and writing) the previous metrics */
+    struct prof_stats_snap table;  /* the stages */
+};
+
+/* ---- The file's layout (docs/LIVE.md; python/prof/live.py reads it). ----
+ * A header, then nrows fixed rows, then the names (UTF-8, not terminated).
+ * Written seqlock-style: seq is odd while the writer is inside; a reader
+ * reads seq, the table, seq again, and retries unless both are the same
+ * even number. Native byte order (readers are on the same host). */
+#define PROF_LIVE_MAGIC "PROFLIVE"
+#define PROF_LIVE_VERSION 1
+#define PROF_LIVE_PREFIX "prof-live-"
+
+struct prof_live_file_header {
+    char magic[8];
+    uint32_t version, header_size, row_size, nrows;
+    uint64_t seq;                /* offset 24 */
+    uint64_t size;               /* bytes in use: header, rows, names */
+    int32_t pid, rank;
+    char program[64], host[64];
+    uint64_t real_ns, run_ns, win_ns, win_start_step, steps, dropped;
+    uint32_t threads, gpu_stages;
+    uint64_t stages, folded, snap_ns, publish_ns, publishes, metrics_ns;
+    uint64_t reserved[7];
+};
+
+struct prof_live_file_row {
+    uint32_t name_off, name_len;   /* into the names, which follow the rows */
+    uint32_t parent, depth, flags, pad;
+    uint64_t count, total_ns, self_ns, outer_ns, win_count, win_total_ns;
+    double p50_ns, p95_ns, p99_ns;
+};
+
+/* The collector's hook: once a PROF_LIVE_PERIOD_NS, a snapshot (lock
+ * held), written to the live file with the lock released, then handed to
+ * the metrics thread (PROF_METRICS; started on the first call). Lock held
+ * on entry and return. */
+void prof_live_tick_locked(uint64_t now_ns);
+
+/* The live view as a sink of the collector (sink.h): its tick. */
+struct prof_sink;
+extern const struct prof_sink prof_live_sink;
+
+/* Fill snap (rows reused from call to call). Lock held. 0 or -ENOMEM. */
+int prof_live_snap_take_locked(struct prof_live_snap *snap);
+void prof_live_snap_free(struct prof_live_snap *snap);
+
+/* Write snap to this process's live file (PROF_LIVE). Lock NOT held; one
+ * caller at a time. */
+void prof_live_publish(const struct prof_live_snap *snap);
+
+/* At shutdown, the collector stopped, lock NOT held: the metrics thread
+ * stopped, a last publish for the metrics file, the live file removed, the
+ * metrics server stopped. */
+void prof_live_stop(void);
+
+/* This user's directory for live files: $XDG_RUNTIME_DIR/prof where that
+ * variable names a writable directory of this user's, else
+ * /dev/shm/prof-UID. Only the name: the writer makes it 0700 and refuses
+ * it unless it is this user's alone. 0 or -ENAMETOOLONG. */
+int prof_live_dir(char *buf, size_t size);
+
+/* The file's path for pid in that directory. 0 or -ENAMETOOLONG. */
+int prof_live_path(int pid, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,688 @@
+/* trace_out.c - queue, compress and write the trace's batches (see
+ * trace_out.h for who calls what, trace.c for the file's layout).
+ *
+ * Ending the file: exactly one path writes the end. A state word goes
+ * OPEN -> WRITING -> OPEN around each batch and OPEN -> ENDED when the
+ * close path or the signal path (a second SIGINT/SIGTERM, in a handler)
+ * claims it with compare-and-swap; whoever loses writes nothing. The
+ * signal path writes prepared bytes with one write(2): "\n]\n", or for gz
+ * a final stored block holding "\n]\n" plus the gzip trailer, computed
+ * after every batch (no zlib call in the handler). A signal that arrives
+ * while another thread writes a batch (WRITING) or the end (ENDED by the
+ * close path) waits for it, half a second at most, and then ends
+ * the file or finds it closed: the trace is closed whichever of the two
+ * signals of a supervisor lands first (before, a second signal during the
+ * final drain left a plain file without its "]" one time in three, a gzip
+ * stream without its end three times in four). A signal on the writing
+ * thread itself cannot wait, and leaves the file as a killed process does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fdio.h"
+#include "gz.h"
+#include "log.h"
+#include "process.h"
+#include "runtime.h"
+#include "trace_out.h"
+#include "writer.h"
+
+/* zlib's fastest level: on the collector, level 6 compressed 2.0 M trace
+ * events a second and level 1 4.7 M, for files 25% larger (the demo: 9.0x
+ * and 7.1x smaller than plain JSON; docs/TRACE.md). */
+#define GZ_LEVEL 1
+#define END_TEXT "\n]\n"
+/* Queued JSON past which the collector's batches are dropped: 256
+ * batches, a quarter of a second of the collector's formatting at full
+ * speed. A 4 MB bound dropped events on a loaded 2-core machine with a
+ * disk that was only late (trace_valid's final drain), not stuck. */
+#define QUEUE_MAX (64u << 20)
+#define PAGE 4096u
+/* Written batches kept for their memory: as many as the queue holds, so a
+ * steady run allocates none (a fresh 256 KB buffer is a fresh mapping,
+ * page faults and all). */
+#define SPARES_MAX 16
+
+enum { W_CLOSED, W_OPEN, W_WRITING, W_ENDED };   /* wstate: who may write */
+
+struct batch {
+    struct batch *next;
+    struct prof_buf text;
+    uint64_t text_at;            /* JSON offset of the batch's first byte, as
+                                    the formatter counted (dropped text in) */
+    uint64_t dropped_events;     /* events dropped just before this batch */
+};
+
+/* Owned by the writer (write_lock held). */
+/* The threads that must never wait on the trace's descriptor: the
+ * collector, and a summary handler on any thread (as collector.c's
+ * prof_collector_is_self, which this floor does not call). */
+static int on_collector(void)
+{
+    return prof_rt_on_collector() || prof_writer_in_handler();
+}
+
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fd = -1;
+static struct prof_gz *gz;       /* non-NULL: the file is a gzip stream */
+static struct prof_buf zbuf;     /* compressed output of one batch */
+static char path[4096];
+static int in_write;             /* a batch is being written (seen by a
+                                    forked child: the stream may be torn) */
+static struct batch *writing;    /* that batch, out of the queue meanwhile */
+/* A forked child's copy of a stream its parent was writing: kept where
+ * leak checkers see it, never used. */
+static struct prof_gz *torn_gz __attribute__((used));
+static struct prof_buf torn_zbuf __attribute__((used));
+
+/* Shared with the signal path. */
+static int wstate = W_CLOSED;
+static int writer_tid;           /* who holds WRITING, or ENDED for the close */
+static int ended_by_signal;
+static int signal_fd = -1;       /* fd as the signal path may see it */
+static unsigned char end_bytes[64];   /* what the signal path writes */
+static size_t end_len;
+
+/* The queue (queue_lock held). */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct batch *head, **tail = &head;
+static struct batch *spare;      /* written batches kept for their memory */
+static unsigned nspare;
+static size_t queued;            /* JSON bytes in the queue */
+static uint64_t text_total;      /* JSON bytes given to the queue, dropped too */
+static uint64_t drop_unsaid;     /* events dropped since the last batch queued */
+static uint64_t drop_total;      /* events dropped since the file was opened */
+static int end_wanted;           /* prof_trace_out_close: write the end */
+static int abandon_wanted;       /* prof_trace_out_abandon */
+static uint64_t origin_ns;       /* the trace's ts 0 (prof_trace_out_origin) */
+
+/* Read by the formatter (atomics). */
+static uint64_t written;         /* bytes in the file (compressed, for gz) */
+static uint64_t raw_written;     /* JSON bytes given to the file */
+static int failed;
+
+int prof_trace_out_is_open(void)
+{
+    return __atomic_load_n(&wstate, __ATOMIC_ACQUIRE) != W_CLOSED;
+}
+
+int prof_trace_out_is_gz(void)
+{
+    return gz != NULL;
+}
+
+static int ends_with_gz(const char *s)
+{
+    size_t n = strlen(s);
+
+    return n > 3 && strcmp(s + n - 3, ".gz") == 0;
+}
+
+int prof_trace_out_open(char *p)
+{
+    static int zlib_note;
+    const char *why;
+    int err;
+
+    pthread_mutex_lock(&write_lock);
+    if (ends_with_gz(p)) {
+        if (prof_gz_load(&why) == 0)
+            gz = prof_gz_new(GZ_LEVEL);
+        else
+            why = why != NULL ? why : "zlib not found";
+        if (gz == NULL) {
+            p[strlen(p) - 3] = '\0';
+            prof_log_once(&zlib_note, "trace %s.gz: no zlib (%s); writing plain JSON to %s",
+                          p, why, p);
+        }
+    }
+    /* O_NONBLOCK for the open only: a FIFO with no reader fails (ENXIO)
+     * instead of hanging the thread that recorded the first zone. */
+    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0) {
+        err = errno;
+        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", p,
+                 strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
+                 "does not follow" : "");
+        prof_gz_free(gz);
+        gz = NULL;
+        pthread_mutex_unlock(&write_lock);
+        return -err;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    snprintf(path, sizeof path, "%s", p);
+    __atomic_store_n(&written, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&raw_written, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&failed, 0, __ATOMIC_RELAXED);
+    memcpy(end_bytes, END_TEXT, 3);
+    end_len = 3;
+    __atomic_store_n(&ended_by_signal, 0, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&queue_lock);
+    text_total = drop_unsaid = drop_total = 0;
+    end_wanted = abandon_wanted = 0;
+    pthread_mutex_unlock(&queue_lock);
+    __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&write_lock);
+    return 0;
+}
+
+/* The thread that holds WRITING (or ENDED, closing): a signal handler on
+ * any other thread may wait for it. */
+static void set_writer(void)
+{
+    __atomic_store_n(&writer_tid, (int)syscall(SYS_gettid), __ATOMIC_RELAXED);
+}
+
+/* Called with WRITING or ENDED held, on the collector or an application
+ * thread (prof_flush, a full queue, shutdown); prof_write_full keeps a
+ * FIFO whose reader has gone from raising SIGPIPE. On failure the file is
+ * closed and tracing stops. */
+static void write_all(const char *p, size_t n)
+{
+    size_t done;
+    int err = prof_write_full(fd, p, n, &done);
+
+    __atomic_add_fetch(&written, (uint64_t)done, __ATOMIC_RELAXED);
+    prof_writer_progress();
+    if (err != 0) {
+        prof_log("trace %s: write failed (%s); tracing is off from here, "
+                 "the summary goes on", path, strerror(-err));
+        __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+        close(fd);
+        fd = -1;
+        __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* Write one batch (compressed for gz), holding WRITING. The first batch
+ * holds the header: only once it is out may the signal path end the file. */
+static void write_batch(const char *p, size_t n)
+{
+    int expect = W_OPEN;
+
+    /* Acquire/release pair with the signal path's claim: it either ended
+     * the file before this batch (nothing more is written) or sees OPEN
+     * again only with end_bytes matching the file. */
+    if (!__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return;
+    set_writer();
+    __atomic_add_fetch(&raw_written, n, __ATOMIC_RELAXED);
+    if (gz != NULL) {
+        zbuf.len = 0;
+        if (prof_gz_write(gz, p, n, 0, &zbuf) != 0) {
+            prof_log("trace %s: compression failed (out of memory?); tracing is off from "
+                     "here", path);
+            zbuf.failed = 0;
+            __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
+        } else {
+            write_all(zbuf.data, zbuf.len);
+            end_len = prof_gz_end_bytes(gz, END_TEXT, 3, end_bytes);
+        }
+    } else {
+        write_all(p, n);
+    }
+    if (fd >= 0) {
+        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+    }
+}
+
+static int trace_service(void);
+static void trace_abandon(void);
+static void trace_end(void);
+
+void prof_trace_out_origin(uint64_t ns)
+{
+    __atomic_store_n(&origin_ns, ns, __ATOMIC_RELAXED);
+}
+
+/* Events in a batch of whole lines: each but the file's first begins on a
+ * new line, and a newline inside an event is escaped. */
+static uint64_t batch_events(const struct prof_buf *b)
+{
+    uint64_t n = 0;
+
+    for (const char *p = b->data, *end = b->data + b->len;
+         (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+        n++;
+    return n;
+}
+
+void prof_trace_out_queue(struct prof_buf *b)
+{
+    struct batch *q;
+    static int logged;
+    uint64_t lost;
+    int self_write, full;
+
+    if (b->len == 0)
+        return;
+    /* Only the collector must never wait: a full queue on another thread
+     * (prof_flush, prof_shutdown's final drain) is written by that thread
+     * below, as the writer would. */
+    self_write = !on_collector() && !prof_writer_is_self();
+    pthread_mutex_lock(&queue_lock);
+    if (end_wanted || (queued + b->len > QUEUE_MAX && !self_write)) {
+        /* The writer is behind (a reader that does not read, a slow disk):
+         * the batch is dropped, counted, and said in the file before the
+         * next batch written (write_drop_note). Never the header: the queue
+         * is empty when it comes. The text keeps its offset in the count,
+         * so that the writer can put the file back on the formatter's page
+         * placement. */
+        lost = end_wanted ? 0 : batch_events(b);
+        drop_unsaid += lost;
+        drop_total += lost;
+        text_total += b->len;
+        pthread_mutex_unlock(&queue_lock);
+        b->len = 0;
+        b->failed = 0;
+        if (lost != 0)
+            prof_log_once(&logged, "trace %s: its writer is behind (is the file's reader "
+                          "stopped?); trace events are dropped while it is, and the trace says "
+                          "how many", path);
+        return;
+    }
+    if ((q = spare) != NULL) {
+        spare = q->next;
+        nspare--;
+    }
+    pthread_mutex_unlock(&queue_lock);
+    if (q == NULL && (q = calloc(1, sizeof *q)) == NULL && self_write) {
+        /* No memory for the queue, on a thread that may write (the header
+         * at open, prof_flush): what is queued and this batch, in order,
+         * here. */
+        trace_service();
+        pthread_mutex_lock(&write_lock);
+        if (fd >= 0)
+            write_batch(b->data, b->len);
+        pthread_mutex_unlock(&write_lock);
+        pthread_mutex_lock(&queue_lock);
+        text_total += b->len;
+        pthread_mutex_unlock(&queue_lock);
+        b->len = 0;
+        return;
+    }
+    if (q == NULL) {
+        /* No memory for the queue on the collector: the batch is left
+         * out, as a full queue leaves it. */
+        pthread_mutex_lock(&queue_lock);
+        drop_unsaid += batch_events(b);
+        drop_total += batch_events(b);
+        text_total += b->len;
+        pthread_mutex_unlock(&queue_lock);
+        b->len = 0;
+        b->failed = 0;
+        return;
+    }
+    {
+        struct prof_buf empty = q->text;   /* the spare's room */
+        q->text = *b;
+        *b = empty;
+        b->len = 0;
+        b->failed = 0;
+        if (b->data != NULL)
+            b->data[0] = '\0';
+    }
+    q->next = NULL;
+    pthread_mutex_lock(&queue_lock);
+    q->text_at = text_total;
+    text_total += q->text.len;
+    q->dropped_events = drop_unsaid;
+    drop_unsaid = 0;
+    *tail = q;
+    tail = &q->next;
+    queued += q->text.len;
+    full = queued >= QUEUE_MAX;
+    pthread_mutex_unlock(&queue_lock);
+    if (full && self_write)
+        trace_service();
+    else
+        prof_writer_kick(trace_service);
+}
+
+/* Before a batch that follows dropped ones (writer, write_lock held): one
+ * instant event saying how many were dropped, placed (plain JSON) in whole
+ * pages of its own so that the batch lands at the file offset the
+ * formatter placed it at, modulo a page: its events still do not straddle
+ * a page boundary (trace.c). at: the batch's offset as the formatter
+ * counted, or UINT64_MAX before the end. */
+static void write_drop_note(uint64_t events, uint64_t at)
+{
+    char note[512], text[3 * PAGE];
+    uint64_t pos = __atomic_load_n(&raw_written, __ATOMIC_RELAXED);
+    uint64_t ts = prof_clock_now_ns();
+    uint64_t o = __atomic_load_n(&origin_ns, __ATOMIC_RELAXED);
+    int pid = (int)prof_process_get()->pid;
+    size_t n = 0, m;
+
+    ts = ts > o ? ts - o : 1;
+    m = (size_t)snprintf(note, sizeof note,
+                         "\n,{\"name\":\"prof: %llu trace events dropped: the trace's writer "
+                         "was behind (its reader stopped?)\",\"cat\":\"prof\",\"ph\":\"i\","
+                         "\"pid\":%d,\"tid\":%d,\"s\":\"t\",\"ts\":%llu.%03llu,"
+                         "\"args\":{\"dropped_events\":%llu}}",
+                         (unsigned long long)events, pid, pid,
+                         (unsigned long long)(ts / 1000), (unsigned long long)(ts % 1000),
+                         (unsigned long long)events);
+    if (m >= sizeof note)
+        m = sizeof note - 1;
+    if (gz == NULL && pos % PAGE != 0) {
+        memset(text, ' ', PAGE - pos % PAGE);
+        n = PAGE - pos % PAGE;
+    }
+    memcpy(text + n, note, m);
+    n += m;
+    if (gz == NULL && at != UINT64_MAX) {
+        size_t pad = (size_t)((at % PAGE + PAGE - (pos + n) % PAGE) % PAGE);
+        memset(text + n, ' ', pad);
+        n += pad;
+    }
+    write_batch(text, n);
+}
+
+/* Write every queued batch, then the end or the abandon when asked: the
+ * writer thread's service (writer.h), also run by prof_flush's thread
+ * (prof_trace_out_write). */
+static int trace_service(void)
+{
+    int any = 0, end, abandon;
+
+    pthread_mutex_lock(&write_lock);
+    for (;;) {
+        struct batch *q;
+
+        /* The batch moves between the queue, `writing` and the spares
+         * under the queue's lock, which fork takes: a forked child finds
+         * it in one of them (and LeakSanitizer in none of the others). */
+        pthread_mutex_lock(&queue_lock);
+        if ((q = head) != NULL && (head = q->next) == NULL)
+            tail = &head;
+        if (q != NULL)
+            queued -= q->text.len;
+        writing = q;
+        pthread_mutex_unlock(&queue_lock);
+        if (q == NULL)
+            break;
+        any = 1;
+        __atomic_store_n(&in_write, 1, __ATOMIC_RELAXED);
+        if (fd >= 0 && q->dropped_events != 0)
+            write_drop_note(q->dropped_events, q->text_at);
+        if (fd >= 0)
+            write_batch(q->text.data, q->text.len);
+        __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
+        q->text.len = 0;
+        pthread_mutex_lock(&queue_lock);
+        if (nspare < SPARES_MAX) {
+            q->next = spare;
+            spare = q;
+            nspare++;
+        } else {
+            prof_buf_free(&q->text);
+            free(q);
+        }
+        writing = NULL;
+        pthread_mutex_unlock(&queue_lock);
+    }
+    pthread_mutex_lock(&queue_lock);
+    end = end_wanted && head == NULL;
+    abandon = abandon_wanted;
+    abandon_wanted = 0;
+    pthread_mutex_unlock(&queue_lock);
+    if (abandon)
+        trace_abandon();
+    if (end) {
+        trace_end();
+        any = 1;
+    }
+    pthread_mutex_unlock(&write_lock);
+    return any;
+}
+
+void prof_trace_out_write(void)
+{
+    /* The collector hands the queue to the writer thread and goes on; the
+     * other callers (prof_flush: the trace is on disk when it returns; the
+     * file's header at open) write it themselves, as the writer would. */
+    if (on_collector() || prof_writer_is_self()) {
+        int work;
+
+        pthread_mutex_lock(&queue_lock);
+        work = head != NULL || abandon_wanted || end_wanted;
+        pthread_mutex_unlock(&queue_lock);
+        if (work)
+            prof_writer_kick(trace_service);
+    } else
+        trace_service();
+}
+
+int prof_trace_out_pending(void)
+{
+    int any;
+
+    pthread_mutex_lock(&queue_lock);
+    any = head != NULL;
+    pthread_mutex_unlock(&queue_lock);
+    return any;
+}
+
+double prof_trace_out_ratio(void)
+{
+    uint64_t raw = __atomic_load_n(&raw_written, __ATOMIC_RELAXED);
+
+    if (gz == NULL)
+        return 1.0;
+    /* Before the first batch: gzip shrinks trace JSON about 8 times. */
+    return raw ? (double)__atomic_load_n(&written, __ATOMIC_RELAXED) / (double)raw : 0.125;
+}
+
+int prof_trace_out_failed(void)
+{
+    return __atomic_load_n(&failed, __ATOMIC_ACQUIRE);
+}
+
+/* write_lock held. */
+static void trace_abandon(void)
+{
+    int expect = W_OPEN;
+
+    if (fd >= 0 && __atomic_load_n(&written, __ATOMIC_RELAXED) == 0) {
+        /* Not even the opening bracket is out: write it directly (no
+         * memory needed), so the end makes "[]" and the file stays valid
+         * JSON. A gz file with nothing in it is removed. */
+        if (gz != NULL) {
+            if (__atomic_compare_exchange_n(&wstate, &expect, W_CLOSED, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
+                __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+                close(fd);
+                fd = -1;
+                unlink(path);
+            }
+        } else if (__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
+                                               __ATOMIC_RELAXED)) {
+            set_writer();
+            write_all("[", 1);
+            if (fd >= 0) {
+                __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
+                __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+            }
+        }
+    }
+}
+
+void prof_trace_out_abandon(void)
+{
+    pthread_mutex_lock(&queue_lock);
+    abandon_wanted = 1;
+    pthread_mutex_unlock(&queue_lock);
+    prof_trace_out_write();
+}
+
+/* The file's end, after the last batch (write_lock held). */
+static void trace_end(void)
+{
+    int expect = W_OPEN;
+    uint64_t unsaid, total;
+    struct batch *q;
+
+    pthread_mutex_lock(&queue_lock);
+    unsaid = drop_unsaid;
+    total = drop_total;
+    drop_unsaid = 0;
+    pthread_mutex_unlock(&queue_lock);
+    if (fd >= 0 && unsaid != 0)
+        write_drop_note(unsaid, UINT64_MAX);
+    if (total != 0)
+        prof_log("trace %s: %llu events were dropped because its writer was behind", path,
+                 (unsigned long long)total);
+    /* The end is written by whichever of this path and the signal path
+     * claims it first; directly, so that the file is closed even when
+     * memory is short. */
+    __atomic_store_n(&in_write, 1, __ATOMIC_RELAXED);
+    if (fd >= 0 && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0, __ATOMIC_ACQUIRE,
+                                               __ATOMIC_RELAXED)) {
+        set_writer();
+        if (gz != NULL) {
+            zbuf.len = 0;
+            if (prof_gz_write(gz, END_TEXT, 3, 1, &zbuf) == 0)
+                write_all(zbuf.data, zbuf.len);
+            else    /* no memory for zlib's output: the prepared end needs none */
+                write_all((const char *)end_bytes, end_len);
+        } else {
+            write_all(END_TEXT, 3);
+        }
+    }
+    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+    if (fd >= 0 && close(fd) != 0)
+        prof_log("trace %s: close failed (%s)", path, strerror(errno));
+    fd = -1;
+    prof_buf_free(&zbuf);
+    prof_gz_free(gz);
+    gz = NULL;
+    __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&queue_lock);
+    while ((q = spare) != NULL) {
+        spare = q->next;
+        prof_buf_free(&q->text);
+        free(q);
+    }
+    nspare = 0;
+    end_wanted = 0;
+    drop_total = 0;
+    /* Closed only now: until here, a new file must not be opened over
+     * this one (prof_trace_out_is_open). */
+    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&queue_lock);
+}
+
+void prof_trace_out_close(void)
+{
+    pthread_mutex_lock(&queue_lock);
+    end_wanted = 1;
+    pthread_mutex_unlock(&queue_lock);
+    /* Written by the writer thread; the run's end waits for it, bounded
+     * (prof_summary_out_close). */
+    prof_writer_kick(trace_service);
+}
+
+void prof_trace_out_close_from_signal(void)
+{
+    static const struct timespec ms = {0, 1000000};
+    int me = (int)syscall(SYS_gettid);
+
+    /* Async-signal-safe: atomics, gettid, nanosleep and one write. */
+    for (int waited = 0; waited < 500; waited++) {
+        int expect = W_OPEN;
+        int s = __atomic_load_n(&wstate, __ATOMIC_ACQUIRE);
+
+        if (s == W_OPEN && __atomic_compare_exchange_n(&wstate, &expect, W_ENDED, 0,
+                                                       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            /* Only whole batches were ever written, so the file ends at an
+             * event (and for gz at a sync point, where end_bytes continue
+             * it). */
+            int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
+
+            __atomic_store_n(&ended_by_signal, 1, __ATOMIC_RELEASE);
+            if (f >= 0 && write(f, end_bytes, end_len) < 0) {
+                /* Nothing more a signal handler may do. */
+            }
+            return;
+        }
+        if (s == W_CLOSED || __atomic_load_n(&ended_by_signal, __ATOMIC_ACQUIRE) ||
+            (s != W_OPEN && __atomic_load_n(&writer_tid, __ATOMIC_RELAXED) == me))
+            return;
+        if (s != W_OPEN)
+            nanosleep(&ms, NULL);
+    }
+}
+
+void prof_trace_out_atfork_prepare(void)
+{
+    pthread_mutex_lock(&queue_lock);
+}
+
+void prof_trace_out_atfork_parent(void)
+{
+    pthread_mutex_unlock(&queue_lock);
+}
+
+void prof_trace_out_atfork_child(void)
+{
+    /* The writer may have been in the middle of a batch in the parent:
+     * its lock is made anew. */
+    pthread_mutex_init(&write_lock, NULL);
+    pthread_mutex_unlock(&queue_lock);
+}
+
+void prof_trace_out_forget(void)
+{
+    struct batch *q, *next;
+
+    /* A stream the parent's writer was compressing at the fork is left
+     * alone (zlib's state may be torn); everything else is the parent's
+     * to write, so it is dropped here. */
+    __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELAXED);
+    __atomic_store_n(&ended_by_signal, 0, __ATOMIC_RELAXED);
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    if (!__atomic_load_n(&in_write, __ATOMIC_RELAXED)) {
+        prof_gz_free(gz);
+        prof_buf_free(&zbuf);
+    } else {
+        torn_gz = gz;
+        torn_zbuf = zbuf;
+    }
+    gz = NULL;
+    memset(&zbuf, 0, sizeof zbuf);
+    in_write = 0;
+    /* The parent's batches, the one its writer had in hand included, become
+     * this process's spares, unwritten and untouched: freeing them would
+     * copy every page (fork shares them). */
+    if (writing != NULL) {
+        writing->next = head;
+        head = writing;
+        writing = NULL;
+    }
+    for (q = head; q != NULL; q = next) {
+        next = q->next;
+        q->text.len = 0;
+        q->next = spare;
+        spare = q;
+        nspare++;
+    }
+    head = NULL;
+    tail = &head;
+    queued = 0;
+    text_total = drop_unsaid = drop_total = 0;
+    end_wanted = abandon_wanted = 0;
+}
