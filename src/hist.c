@@ -6,18 +6,6 @@
 #include "hist.h"
 #include "slab.h"
 
-static unsigned group_of(uint64_t v)
-{
-    if (v < PROF_HIST_SUB)
-        return 0;
-    return (unsigned)(63 - __builtin_clzll(v)) - PROF_HIST_SUB_BITS + 1;
-}
-
-static unsigned sub_of(uint64_t v, unsigned g)
-{
-    return g == 0 ? (unsigned)v : (unsigned)(v >> (g - 1)) & (PROF_HIST_SUB - 1);
-}
-
 static uint64_t bucket_lo(unsigned g, unsigned s)
 {
     return g == 0 ? s : ((uint64_t)(PROF_HIST_SUB + s)) << (g - 1);
@@ -31,39 +19,26 @@ static uint64_t bucket_width(unsigned g)
 /* Groups come from a slab (slab.h): every stage's first zone makes two. */
 static struct prof_slab groups = PROF_SLAB_INIT(PROF_HIST_SUB * sizeof(uint64_t));
 
+uint64_t *prof_hist_group_new_(struct prof_hist *h, unsigned g)
+{
+    return h->group[g] = prof_slab_alloc(&groups);
+}
+
 static uint64_t *group_get(struct prof_hist *h, unsigned g)
 {
-    if (h->group[g] == NULL)
-        h->group[g] = prof_slab_alloc(&groups);
-    return h->group[g];
+    return h->group[g] != NULL ? h->group[g] : prof_hist_group_new_(h, g);
 }
 
 int prof_hist_record(struct prof_hist *h, uint64_t v)
 {
-    unsigned g = group_of(v);
+    unsigned g = prof_hist_group_(v);
     uint64_t *b = group_get(h, g);
 
     if (b == NULL)
         return -ENOMEM;
-    b[sub_of(v, g)]++;
+    b[prof_hist_sub_(v, g)]++;
     h->count++;
     return 0;
-}
-
-int prof_hist_record_pair(struct prof_hist *a, struct prof_hist *b, uint64_t v)
-{
-    unsigned g = group_of(v), s = sub_of(v, g);
-    uint64_t *x = group_get(a, g), *y = group_get(b, g);
-
-    if (x != NULL) {
-        x[s]++;
-        a->count++;
-    }
-    if (y != NULL) {
-        y[s]++;
-        b->count++;
-    }
-    return (x == NULL) + (y == NULL);
 }
 
 void prof_hist_quantiles(const struct prof_hist *h, const double *q, double *out, unsigned n,
