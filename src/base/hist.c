@@ -6,18 +6,6 @@
 #include "hist.h"
 #include "slab.h"
 
-static unsigned group_of(uint64_t v)
-{
-    if (v < PROF_HIST_SUB)
-        return 0;
-    return (unsigned)(63 - __builtin_clzll(v)) - PROF_HIST_SUB_BITS + 1;
-}
-
-static unsigned sub_of(uint64_t v, unsigned g)
-{
-    return g == 0 ? (unsigned)v : (unsigned)(v >> (g - 1)) & (PROF_HIST_SUB - 1);
-}
-
 static uint64_t bucket_lo(unsigned g, unsigned s)
 {
     return g == 0 ? s : ((uint64_t)(PROF_HIST_SUB + s)) << (g - 1);
@@ -31,70 +19,78 @@ static uint64_t bucket_width(unsigned g)
 /* Groups come from a slab (slab.h): every stage's first zone makes two. */
 static struct prof_slab groups = PROF_SLAB_INIT(PROF_HIST_SUB * sizeof(uint64_t));
 
+uint64_t *prof_hist_group_new_(struct prof_hist *h, unsigned g)
+{
+    return h->group[g] = prof_slab_alloc(&groups);
+}
+
 static uint64_t *group_get(struct prof_hist *h, unsigned g)
 {
-    if (h->group[g] == NULL)
-        h->group[g] = prof_slab_alloc(&groups);
-    return h->group[g];
+    return h->group[g] != NULL ? h->group[g] : prof_hist_group_new_(h, g);
 }
 
 int prof_hist_record(struct prof_hist *h, uint64_t v)
 {
-    unsigned g = group_of(v);
+    unsigned g = prof_hist_group_(v);
     uint64_t *b = group_get(h, g);
 
     if (b == NULL)
         return -ENOMEM;
-    b[sub_of(v, g)]++;
+    b[prof_hist_sub_(v, g)]++;
     h->count++;
     return 0;
 }
 
-int prof_hist_record_pair(struct prof_hist *a, struct prof_hist *b, uint64_t v)
+/* The nearest rank of quantile q among count values: the smallest rank
+ * with at least q of the data at or below it (at least 1). */
+static uint64_t rank_of(double q, uint64_t count)
 {
-    unsigned g = group_of(v), s = sub_of(v, g);
-    uint64_t *x = group_get(a, g), *y = group_get(b, g);
+    uint64_t rank;
 
-    if (x != NULL) {
-        x[s]++;
-        a->count++;
-    }
-    if (y != NULL) {
-        y[s]++;
-        b->count++;
-    }
-    return (x == NULL) + (y == NULL);
+    q = q < 0 ? 0 : q > 1 ? 1 : q;
+    rank = (uint64_t)(q * (double)count + 0.999999999);
+    return rank ? rank : 1;
 }
 
 void prof_hist_quantiles(const struct prof_hist *h, const double *q, double *out, unsigned n,
                          uint64_t min, uint64_t max)
 {
-    uint64_t seen = 0;
+    uint64_t seen = 0, rank;
     unsigned i = 0;
 
-    if (h->count == 0 || min == max) {
+    if (h->count == 0 || min == max || n == 0) {
         /* Clamped to [min, max], every quantile of one value is that value:
          * no walk for the many stages that ran once. */
         for (i = 0; i < n; i++)
             out[i] = h->count ? (double)min : 0;
         return;
     }
-    for (unsigned g = 0; g < PROF_HIST_GROUPS && i < n; g++) {
-        if (h->group[g] == NULL)
-            continue;
-        for (unsigned s = 0; s < PROF_HIST_SUB && i < n; s++) {
-            seen += h->group[g][s];
-            /* Nearest rank: the smallest value with at least q of the data
-             * at or below it. */
-            for (; i < n; i++) {
-                double qi = q[i] < 0 ? 0 : q[i] > 1 ? 1 : q[i];
-                uint64_t rank = (uint64_t)(qi * (double)h->count + 0.999999999);
-                double mid;
+    /* The live view takes the percentiles of thousands of stages a second
+     * with the runtime lock held: a group that the next rank lies beyond is
+     * stepped over with one sum of its buckets, and each rank is computed
+     * once, not at every bucket. */
+    rank = rank_of(q[0], h->count);
+    for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {
+        const uint64_t *b = h->group[g];
+        uint64_t sum = 0;
 
-                if (seen < (rank ? rank : 1))
-                    break;
-                mid = (double)bucket_lo(g, s) + (double)(bucket_width(g) - 1) / 2.0;
+        if (b == NULL)
+            continue;
+        for (unsigned s = 0; s < PROF_HIST_SUB; s++)
+            sum += b[s];
+        if (seen + sum < rank) {
+            seen += sum;
+            continue;
+        }
+        for (unsigned s = 0; s < PROF_HIST_SUB; s++) {
+            seen += b[s];
+            while (seen >= rank) {
+                double mid = (double)bucket_lo(g, s) + (double)(bucket_width(g) - 1) / 2.0;
+
                 out[i] = mid < (double)min ? (double)min : mid > (double)max ? (double)max : mid;
+                if (++i == n)
+                    return;
+                rank = rank_of(q[i], h->count);
             }
         }
     }

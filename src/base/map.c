@@ -1,29 +1,9 @@
-/* map.c - linear probing, load factor at most 1/2, keys mixed so that
- * aligned pointers spread over the table. */
+/* map.c - linear probing, load factor at most 1/2 (the lookup is inline
+ * in map.h). */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "map.h"
-
-static size_t slot_of(uint64_t key, size_t cap)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull;
-    key ^= key >> 33;
-    return (size_t)key & (cap - 1);
-}
-
-void *prof_map_get(const struct prof_map *m, uint64_t key)
-{
-    if (m->cap == 0 || key == 0)
-        return NULL;
-    for (size_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->slots[i].key == key)
-            return m->slots[i].value;
-        if (m->slots[i].key == 0)
-            return NULL;
-    }
-}
 
 static int grow(struct prof_map *m)
 {
@@ -35,7 +15,7 @@ static int grow(struct prof_map *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (m->slots[i].key == 0)
             continue;
-        size_t j = slot_of(m->slots[i].key, cap);
+        size_t j = prof_map_slot_(m->slots[i].key, cap);
         while (slots[j].key != 0)
             j = (j + 1) & (cap - 1);
         slots[j] = m->slots[i];
@@ -54,7 +34,7 @@ int prof_map_put(struct prof_map *m, uint64_t key, void *value)
         return -EINVAL;
     if ((m->len + 1) * 2 > m->cap && grow(m) != 0)
         return -ENOMEM;
-    for (i = slot_of(key, m->cap); m->slots[i].key != 0; i = (i + 1) & (m->cap - 1)) {
+    for (i = prof_map_slot_(key, m->cap); m->slots[i].key != 0; i = (i + 1) & (m->cap - 1)) {
         if (m->slots[i].key == key) {
             m->slots[i].value = value;
             return 0;

@@ -10,34 +10,6 @@
 #include "registry.h"
 #include "selftime.h"
 
-/* Self time. Within a thread zones nest, so the zones that ended at depth
- * d + 1 since the last zone at depth d are its children. Code that ends
- * zones out of order (Python generators and asyncio tasks) can leave a zone
- * at depth d + 1 ending after its parent; such time is not subtracted from
- * the next zone at depth d, because it does not lie inside it. Nor are the
- * children seen before a loss of records if they do not lie inside it: their
- * parent was lost (dropped with a full ring), and without the GAP record
- * that separates them the zone's own children would go unsubtracted too. */
-static uint64_t take_children(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t end,
-                              uint64_t dur)
-{
-    struct prof_children *c = &t->child[d], *in = &t->child[d + 1];
-    uint64_t children = 0;
-
-    if (in->last != 0 && in->first >= start && in->last <= end)
-        children += in->ns;
-    if (in->before_last != 0 && in->before_first >= start && in->before_last <= end)
-        children += in->before_ns;
-    in->ns = in->before_ns = 0;
-    in->last = in->before_last = 0;    /* empty: no zone ends at tick 0 */
-    if (c->last == 0 || start < c->first)
-        c->first = start;
-    if (end > c->last)
-        c->last = end;
-    c->ns += dur;
-    return children;
-}
-
 /* A GAP record: the children seen so far at every depth ended before the
  * loss. (Two losses with no parent between them merge into one span.) */
 void prof_self_gap(struct prof_thread *t)
@@ -59,7 +31,7 @@ void prof_self_gap(struct prof_thread *t)
 
 /* Room for depths [0, d + 1]: the per-depth sums grow with the deepest
  * zone seen (at most PROF_DEPTH_LIMIT_ levels), never with the run. */
-static __attribute__((noinline)) int children_grow(struct prof_thread *t, uint32_t d)
+int prof_self_grow_(struct prof_thread *t, uint32_t d)
 {
     size_t old = (size_t)t->child_cap * sizeof *t->child, bytes = old ? old : 4096;
     void *c;
@@ -101,20 +73,6 @@ static struct prof_children *lane_child(const struct prof_thread *t, uint32_t la
         lane_live++;
     }
     return c;
-}
-
-int prof_self_zone(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t end,
-                   uint64_t dur, uint64_t *self_ns)
-{
-    uint64_t children;
-
-    /* Out of line: the drain's every zone passes the test, rarely the
-     * growth. */
-    if (d + 2 > t->child_cap && children_grow(t, d) != 0)
-        return -ENOMEM;
-    children = take_children(t, d, start, end, dur);
-    *self_ns = children < dur ? dur - children : 0;
-    return 0;
 }
 
 int prof_self_lane_zone(struct prof_thread *t, uint32_t lane, uint32_t d, uint64_t start,

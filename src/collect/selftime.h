@@ -4,16 +4,61 @@
 #ifndef PROF_SELFTIME_H
 #define PROF_SELFTIME_H
 
+#include <errno.h>
 #include <stdint.h>
 
-struct prof_thread;
+#include "registry.h"
+
+/* Room in t->child for depths [0, d + 1] (out of line: rarely needed). 0 or
+ * -ENOMEM. */
+int prof_self_grow_(struct prof_thread *t, uint32_t d);
 
 /* A zone of thread t at depth d, [start, end] in ticks, dur ns long:
  * *self_ns is dur minus what its children at depth d + 1 added up to since
  * the last zone at depth d, when they lie inside it. 0, or -ENOMEM (the
- * zone is not counted). */
-int prof_self_zone(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t end,
-                   uint64_t dur, uint64_t *self_ns);
+ * zone is not counted).
+ *
+ * Inline: the drain runs it for every zone, and out of line the call (its
+ * arguments, the result through memory) cost as much as the work, 60
+ * instructions a record against d03103e's inline 25 (docs/BENCHMARKS.md).
+ *
+ * Within a thread zones nest, so the zones that ended at depth d + 1 since
+ * the last zone at depth d are its children. Code that ends zones out of
+ * order (Python generators and asyncio tasks) can leave a zone at depth
+ * d + 1 ending after its parent; such time is not subtracted from the next
+ * zone at depth d, because it does not lie inside it. Nor are the children
+ * seen before a loss of records if they do not lie inside it: their parent
+ * was lost (dropped with a full ring), and without the GAP record that
+ * separates them the zone's own children would go unsubtracted too. */
+static inline int prof_self_zone(struct prof_thread *t, uint32_t d, uint64_t start, uint64_t end,
+                                 uint64_t dur, uint64_t *self_ns)
+{
+    struct prof_children *c, *in;
+    uint64_t children = 0;
+
+    if (__builtin_expect(d + 2 > t->child_cap, 0) && prof_self_grow_(t, d) != 0)
+        return -ENOMEM;
+    c = &t->child[d];
+    in = c + 1;
+    if (in->last != 0 && in->first >= start && in->last <= end)
+        children += in->ns;
+    /* Nothing before a loss: the common case skips the second span. */
+    if (__builtin_expect(in->before_last != 0, 0)) {
+        if (in->before_first >= start && in->before_last <= end)
+            children += in->before_ns;
+        in->before_ns = 0;
+        in->before_last = 0;
+    }
+    in->ns = 0;
+    in->last = 0;    /* empty: no zone ends at tick 0 */
+    if (c->last == 0 || start < c->first)
+        c->first = start;
+    if (end > c->last)
+        c->last = end;
+    c->ns += dur;
+    *self_ns = children < dur ? dur - children : 0;
+    return 0;
+}
 
 /* The same for a zone of a lane (an asyncio task's track on t), whose
  * children are the lane's own. */
