@@ -97,6 +97,7 @@ struct gthread {
     int device;                     /* of its first CUDA zone */
     int track;                      /* its device's track; -1 until its first GPU zone */
     uint64_t child[GPU_DEPTH + 1];  /* children's idle overlap, per depth */
+    struct gthread *next;           /* in gthreads */
 };
 
 struct held {
@@ -123,6 +124,9 @@ static struct track tracks[GPU_TRACKS];
 static int ntracks, nstreams;
 static struct held *held;
 static int launchers;                /* a thread has a gthread (sink_active) */
+/* Every gthread, so that one whose thread is still alive at exit is held
+ * from memory LeakSanitizer reads: thread slots are mapped pages. */
+static struct gthread *gthreads;
 static size_t nheld;
 static uint64_t win_lo;             /* the current window's start, as last seen */
 static uint64_t run_lo;             /* prof_rt.start_ns, as last seen (a reset moves it on) */
@@ -461,6 +465,8 @@ void prof_gpu_launcher(struct prof_thread *t, const char *raw_name, int device)
         return;
     g->device = device;
     g->track = -1;
+    g->next = gthreads;
+    gthreads = g;
     t->side[PROF_SIDE_GPU] = g;
     launchers = 1;
 }
@@ -500,6 +506,11 @@ static void sink_thread_gone(struct prof_thread *t)
         return;
     /* Its held zones are settled now, on what has arrived. */
     settle(nheld);
+    for (struct gthread **p = &gthreads; *p != NULL; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            break;
+        }
     free(g);
     t->side[PROF_SIDE_GPU] = NULL;
 }
