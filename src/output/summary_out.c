@@ -1,7 +1,7 @@
 /* summary_out.c - where summaries go: PROF_SUMMARY's stream or file, or
  * the program's handler (prof_set_summary_handler). Summaries are
- * formatted with the runtime lock held and queued here (a bounded queue:
- * QUEUE_MAX); the output writer thread (writer.h) writes them in order,
+ * formatted with the runtime lock held and queued here (a queue bounded
+ * in bytes and in count: QUEUE_BYTES, QUEUE_MAX); the output writer thread (writer.h) writes them in order,
  * one at a time, so a stalled pipe or a slow handler costs periodic
  * summaries, never the collector's time: it goes on draining the rings.
  * While the queue is full the collector makes no periodic summary and
@@ -136,13 +136,19 @@ struct pending_summary {
 };
 
 /* Summaries waiting (in flight not counted) past which no periodic one is
- * made: a few windows of a stalled reader, a few MB at most. */
-#define QUEUE_MAX 8
+ * made. Bounded in bytes, not only in count: a writer thread that the
+ * scheduler leaves off the CPU for a few milliseconds on a busy machine
+ * must not cost summaries (with 8 slots, 10steps of 0.1 ms each filled
+ * the queue in 8 ms, and the run said its reader was stopped); a reader
+ * that is really stopped fills it in seconds, holding 4 MB at most. */
+#define QUEUE_BYTES (4u << 20)
+#define QUEUE_MAX 256
 
 /* The queue, the handler and the counts (queue_lock held). */
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pending_summary *pending, **pending_end = &pending;
 static unsigned npending;
+static size_t pending_bytes;                /* the queue's texts, in bytes */
 static struct pending_summary *in_flight;   /* being written by the writer */
 static uint64_t queued_seq;                 /* summaries queued so far */
 static uint64_t merged;                     /* periodic summaries not made:
@@ -183,6 +189,7 @@ static void summary_enqueue(struct pending_summary *p)
     *pending_end = p;
     pending_end = &p->next;
     npending++;
+    pending_bytes += p->text.len;
     pthread_mutex_unlock(&queue_lock);
     prof_writer_kick(summary_service);
 }
@@ -193,7 +200,7 @@ int prof_summary_queue_full(void)
     int full;
 
     pthread_mutex_lock(&queue_lock);
-    full = npending >= QUEUE_MAX;
+    full = npending >= QUEUE_MAX || pending_bytes >= QUEUE_BYTES;
     merged += full;
     pthread_mutex_unlock(&queue_lock);
     if (full)
@@ -283,6 +290,7 @@ static int summary_service(void)
             if ((pending = p->next) == NULL)
                 pending_end = &pending;
             npending--;
+            pending_bytes -= p->text.len;
         }
         in_flight = p;
         pthread_mutex_unlock(&queue_lock);
@@ -396,6 +404,7 @@ void prof_summary_out_atfork_child(void)
     }
     pending_end = &pending;
     npending = 0;
+    pending_bytes = 0;
     merged = 0;
     if (in_flight != NULL) {
         /* Forked while the writer was writing it. */

@@ -15,8 +15,8 @@ struct prof_buf;
  * 0, or -ENOMEM (said once while memory stays short). Lock held. */
 int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t now);
 
-/* Whether QUEUE_MAX summaries wait for the writer (a reader that does not
- * read): then the collector makes no periodic summary and keeps its
+/* Whether the summaries waiting for the writer fill their bound (256, or
+ * 4 MB of text: a reader that does not read): then the collector makes no periodic summary and keeps its
  * window open, so that the next one merges it (counted; said once). */
 int prof_summary_queue_full(void);
 
