@@ -177,6 +177,7 @@ typedef struct {
                                            fast path (lane 0 only) tests the
                                            lane in the same compare */
     ContextStack *stack;                /* borrowed: ctx holds it */
+    uint64_t ts_id;                     /* the thread state ctx was current in */
     zone_mark mark;                     /* one 16-byte copy: what a decorated
                                            call keeps across the call */
     nest floor;                         /* below the Python zones */
@@ -359,10 +360,16 @@ static inline int python_owns_state(const thread_py *tp, const struct prof_threa
 }
 
 /* The fast paths' test: whether the current context is the one of the
- * last Python zone here (its stack is then tp->stack). */
+ * last Python zone here (its stack is then tp->stack). The thread state's
+ * id is part of the key: a C thread that enters Python through
+ * PyGILState_Ensure (ctypes and pybind11 callbacks, C libraries' threads)
+ * gets a new thread state each time, whose context version starts again
+ * from 1 and whose context is often allocated where the last one was
+ * freed; on (context, version) alone its first zone used the freed stack
+ * (tests/python/test_embedded.py). Ids are never reused. */
 static inline int cache_hit(const thread_py *tp, const PyThreadState *ts)
 {
-    return ts->context == tp->ctx && ts->context_ver == tp->ctx_ver;
+    return ts->context == tp->ctx && ts->context_ver == tp->ctx_ver && ts->id == tp->ts_id;
 }
 
 /* After a slow path in context stack s (ts's current context): cache it
@@ -372,6 +379,7 @@ static void cache_set(thread_py *tp, const PyThreadState *ts, ContextStack *s)
     if (s->id == tp->mark.last) {
         tp->ctx = ts->context;
         tp->ctx_ver = ts->context_ver;
+        tp->ts_id = ts->id;
         tp->deco_ver = s->lane == 0 ? tp->ctx_ver : CTX_VER_NONE;
         tp->stack = s;
     } else {
@@ -857,7 +865,7 @@ static PyObject *ZoneWrapper_vectorcall(ZoneWrapperObject *self, PyObject *const
     PyThreadState *ts;
 
     if (UNLIKELY((ts = tstate_now())->context != tp->ctx) ||
-        UNLIKELY(ts->context_ver != tp->deco_ver))
+        UNLIKELY(ts->context_ver != tp->deco_ver) || UNLIKELY(ts->id != tp->ts_id))
         return ZoneWrapper_call_other(self, args, nargsf, kwnames);
     return wrapper_call_here(self, tp, 0, args, nargsf, kwnames);
 }
