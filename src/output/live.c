@@ -281,7 +281,7 @@ static void file_write(const struct prof_live_snap *s)
     struct prof_live_file_header *h;
     struct prof_live_file_row *fr;
     struct prof_live_file_gpu *fg;
-    size_t names = 0, size, off, gpu_off;
+    size_t names = 0, names_at, size, off, gpu_off;
     uint64_t seq;
     int err;
 
@@ -289,7 +289,8 @@ static void file_write(const struct prof_live_snap *s)
         return;
     for (size_t i = 0; i < s->table.len; i++)
         names += strlen(s->table.rows[i].name);
-    gpu_off = (sizeof *h + s->table.len * sizeof *fr + names + 7) & ~(size_t)7;
+    names_at = sizeof *h + s->table.len * sizeof *fr;
+    gpu_off = (names_at + names + 7) & ~(size_t)7;
     size = gpu_off + (size_t)s->ngpus * sizeof *fg;
     /* Odd before the file may grow: a reader of the old size retries.
      * The header is in the first room, reserved when the file was made. */
@@ -356,12 +357,11 @@ static void file_write(const struct prof_live_snap *s)
         fr->p50_ns = r->p50_ns;
         fr->p95_ns = r->p95_ns;
         fr->p99_ns = r->p99_ns;
-        memcpy(map + sizeof *h + s->table.len * sizeof *fr + off, r->name, len);
+        memcpy(map + names_at + off, r->name, len);
         off += len;
     }
     /* The names' end up to gpu_off: a reader copies these bytes too. */
-    memset(map + sizeof *h + s->table.len * sizeof *fr + names, 0,
-           gpu_off - (sizeof *h + s->table.len * sizeof *fr + names));
+    memset(map + names_at + names, 0, gpu_off - (names_at + names));
     fg = (struct prof_live_file_gpu *)(map + gpu_off);
     for (int i = 0; i < s->ngpus; i++, fg++) {
         const struct prof_gpu_live *g = &s->gpus[i];
