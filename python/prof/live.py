@@ -14,6 +14,8 @@ it::
     snap = prof.live.snapshot(pid)
     for row in snap["rows"]:
         print(row["path"], row["count"], row["p95_ns"])
+    for gpu in snap["gpus"] or []:     # None: a writer older than the GPU figures
+        print(gpu["device"], gpu["busy_window"], gpu["nvml_utilization_window"])
 
 Standard library only, and importable without the C extension (prof-top
 loads this file by path), so it reads processes on a host where only the
@@ -29,11 +31,15 @@ __all__ = ["processes", "snapshot", "rates", "directories", "path_of", "LiveErro
 
 MAGIC = b"PROFLIVE"
 VERSION = 1
+# Additions a reader of VERSION may ignore (live.h): 1, the GPU entries.
+MINOR = 1
 PREFIX = "prof-live-"
 
-# src/output/live.h: struct prof_live_file_header and prof_live_file_row.
-_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQ56x")
+# src/output/live.h: struct prof_live_file_header, prof_live_file_row and
+# prof_live_file_gpu.
+_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIII40x")
 _ROW = struct.Struct("=IIIIIIQQQQQQddd")
+_GPU = struct.Struct("=iIdddd")
 _SEQ_OFFSET = 24
 _NO_PARENT = 0xFFFFFFFF
 _PATH_MAX = 256
@@ -49,6 +55,10 @@ class LiveError(Exception):
 # their ancestors, each at most 64k levels deep: far fewer in practice).
 _MAX_FILE = 1 << 30
 _MAX_ROWS = 1 << 22
+# GPU entries: the writer publishes 64 at most, each may grow (a newer
+# writer's) up to this size.
+_MAX_GPUS = 1024
+_MAX_GPU_SIZE = 4096
 
 
 def _private_dir(d):
@@ -210,14 +220,24 @@ def _parse(data, path="the live file"):
     h = _HEADER.unpack_from(data, 0)
     (_, _, header_size, row_size, nrows, seq, size, pid, rank, program, host,
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
-     stages, folded, snap_ns, publish_ns, publishes, metrics_ns) = h
+     stages, folded, snap_ns, publish_ns, publishes, metrics_ns,
+     minor, gpu_size, ngpus, gpu_off) = h
     if header_size != _HEADER.size or row_size != _ROW.size:
         raise bad("header or row size %d/%d, expected %d/%d"
                   % (header_size, row_size, _HEADER.size, _ROW.size))
     if size != len(data) or nrows > _MAX_ROWS or header_size + nrows * row_size > size:
         raise bad("%d rows do not fit in %d bytes" % (nrows, size))
     names_at = header_size + nrows * row_size
-    names_len = size - names_at
+    names_end = size
+    gpus = None    # a writer from before the GPU entries (minor version 0)
+    if minor >= 1:
+        if not _GPU.size <= gpu_size <= _MAX_GPU_SIZE or ngpus > _MAX_GPUS or \
+                not names_at <= gpu_off <= size or ngpus * gpu_size > size - gpu_off:
+            raise bad("%d GPU entries of %d bytes at %d do not fit in %d bytes after the "
+                      "rows at %d" % (ngpus, gpu_size, gpu_off, size, names_at))
+        names_end = gpu_off
+        gpus = [_gpu(bad, data, gpu_off + i * gpu_size) for i in range(ngpus)]
+    names_len = names_end - names_at
     rows = []
     for i in range(nrows):
         r = _ROW.unpack_from(data, header_size + i * row_size)
@@ -256,7 +276,25 @@ def _parse(data, path="the live file"):
         "folded": folded, "publishes": publishes, "seq": seq,
         "cost_us": {"snapshot": snap_ns / 1e3, "publish": publish_ns / 1e3,
                     "metrics": metrics_ns / 1e3},
+        "gpus": gpus,
         "rows": rows,
+    }
+
+
+def _gpu(bad, data, at):
+    """One GPU entry: the fields this reader knows, from the front of an
+    entry that a newer writer may have made longer."""
+    device, flags, busy_win, busy_run, nvml_win, nvml_run = _GPU.unpack_from(data, at)
+
+    def share(v):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise bad("GPU %d has a share that is not a number" % device)
+        return min(max(v, 0.0), 1.0)
+
+    return {
+        "device": device, "busy_window": share(busy_win), "busy_run": share(busy_run),
+        "nvml_utilization_window": share(nvml_win) if flags & 1 else None,
+        "nvml_utilization_run": share(nvml_run) if flags & 2 else None,
     }
 
 

@@ -734,6 +734,47 @@ static int pct(double v)
     return (int)(v * 100.0 + 0.5);
 }
 
+/* What the summary says of one device, in text or JSON: the zones' busy
+ * share, NVML's figures, and the check where the utilization (NVML's
+ * where there, else the zones') is under GPU_CHECK_BELOW. */
+struct device_view {
+    struct figures f;
+    struct prof_nvml_figures nv;
+    int have_nv;
+    double util;
+    int check;
+    const char *band, *cause;
+    const struct idle_stage *top;   /* the stage to name; NULL: none */
+    double top_share;               /* its share of the idle time */
+};
+
+static void device_view(const struct track *t, int window, uint64_t wall_ns,
+                        struct device_view *v)
+{
+    uint64_t idle_ns;
+
+    memset(v, 0, sizeof *v);
+    figures_of(t, window, wall_ns, &v->f);
+    v->have_nv = prof_nvml_figures(t->device, window, &v->nv) == 0;
+    v->util = v->have_nv ? v->nv.util : v->f.busy;
+    v->check = !prof_config_get()->gpu_check_off && v->util < GPU_CHECK_BELOW;
+    if (!v->check)
+        return;
+    v->band = band_of(v->util, &v->cause);
+    idle_ns = v->f.wall_ns - v->f.busy_ns;
+    v->top = idle_ns > 0 ? idle_top(&v->f.idle) : NULL;
+    if (v->top != NULL)
+        v->top_share = v->top->ns > idle_ns ? 1.0 : (double)v->top->ns / (double)idle_ns;
+}
+
+/* The next stream track of device at index j or after it; ntracks: none. */
+static int stream_next(int device, int j)
+{
+    while (j < ntracks && (tracks[j].stream_no < 0 || tracks[j].device != device))
+        j++;
+    return j;
+}
+
 void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
 {
     int k, j;
@@ -747,44 +788,33 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
         bins_write(prof_rt.start_ns + wall_ns);
     for (k = 0; k < ntracks; k++) {
         const struct track *t = &tracks[k];
-        struct prof_nvml_figures nv;
-        struct figures f;
-        int have_nv, nstr = 0;
-        double u;
+        struct device_view v;
+        int nstr = 0;
 
         if (t->stream_no >= 0)
             continue;
-        figures_of(t, window, wall_ns, &f);
-        have_nv = prof_nvml_figures(t->device, window, &nv) == 0;
-        u = have_nv ? nv.util : f.busy;
-        prof_buf_printf(b, "GPU %d busy %d%%", t->device, pct(f.busy));
-        if (have_nv)
-            prof_buf_printf(b, " (nvidia-smi %d%%)", pct(nv.util));
-        prof_buf_printf(b, ", idle %d%% of the %s", 100 - pct(f.busy), window ? "window" : "run");
-        if (!prof_config_get()->gpu_check_off && u < GPU_CHECK_BELOW) {
-            const struct idle_stage *top = idle_top(&f.idle);
-            uint64_t idle_ns = f.wall_ns - f.busy_ns;
-            const char *cause;
-            const char *band = band_of(u, &cause);
-
-            if (top != NULL && idle_ns > 0)
-                prof_buf_printf(b, ": %d%% of it in %s", pct(top->ns > idle_ns ? 1.0 :
-                                (double)top->ns / (double)idle_ns), top->stage->name);
-            prof_buf_printf(b, "; %s: %s", band, cause);
+        device_view(t, window, wall_ns, &v);
+        prof_buf_printf(b, "GPU %d busy %d%%", t->device, pct(v.f.busy));
+        if (v.have_nv)
+            prof_buf_printf(b, " (nvidia-smi %d%%)", pct(v.nv.util));
+        prof_buf_printf(b, ", idle %d%% of the %s", 100 - pct(v.f.busy),
+                        window ? "window" : "run");
+        if (v.check) {
+            if (v.top != NULL)
+                prof_buf_printf(b, ": %d%% of it in %s", pct(v.top_share), v.top->stage->name);
+            prof_buf_printf(b, "; %s: %s", v.band, v.cause);
         }
-        for (j = 0; j < ntracks; j++) {
+        for (j = stream_next(t->device, 0); j < ntracks; j = stream_next(t->device, j + 1)) {
             struct figures fs;
 
-            if (tracks[j].stream_no < 0 || tracks[j].device != t->device)
-                continue;
             figures_of(&tracks[j], window, wall_ns, &fs);
             prof_buf_printf(b, "%s %d %d%%", nstr++ ? "," : "; streams", tracks[j].stream_no,
                             pct(fs.busy));
         }
-        if (have_nv)
+        if (v.have_nv)
             prof_buf_printf(b, "; memory %llu MiB, %d W, SM %u MHz",
-                            (unsigned long long)(nv.mem_used / (1024 * 1024)),
-                            (int)(nv.power_w + 0.5), nv.sm_mhz);
+                            (unsigned long long)(v.nv.mem_used / (1024 * 1024)),
+                            (int)(v.nv.power_w + 0.5), v.nv.sm_mhz);
         prof_buf_puts(b, "\n");
     }
     lost_text(b, window);
@@ -800,64 +830,53 @@ void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
     prof_buf_puts(b, ",\"gpus\":[");
     for (k = 0; k < ntracks; k++) {
         const struct track *t = &tracks[k];
-        struct prof_nvml_figures nv;
-        struct figures f;
-        int have_nv, ns = 0;
-        double u;
+        struct device_view v;
+        int ns = 0;
 
         if (t->stream_no >= 0)
             continue;
-        figures_of(t, window, wall_ns, &f);
-        have_nv = prof_nvml_figures(t->device, window, &nv) == 0;
-        u = have_nv ? nv.util : f.busy;
+        device_view(t, window, wall_ns, &v);
         prof_buf_printf(b, "%s{\"device\":%d,\"busy\":", n++ ? "," : "", t->device);
-        prof_buf_double(b, f.busy);
+        prof_buf_double(b, v.f.busy);
         prof_buf_printf(b, ",\"busy_ns\":%llu,\"wall_ns\":%llu,\"merged_gap_ns\":%llu,"
-                           "\"streams\":[", (unsigned long long)f.busy_ns,
-                        (unsigned long long)f.wall_ns, (unsigned long long)f.gap_ns);
-        for (j = 0; j < ntracks; j++) {
+                           "\"streams\":[", (unsigned long long)v.f.busy_ns,
+                        (unsigned long long)v.f.wall_ns, (unsigned long long)v.f.gap_ns);
+        for (j = stream_next(t->device, 0); j < ntracks; j = stream_next(t->device, j + 1)) {
             struct figures fs;
 
-            if (tracks[j].stream_no < 0 || tracks[j].device != t->device)
-                continue;
             figures_of(&tracks[j], window, wall_ns, &fs);
             prof_buf_printf(b, "%s{\"stream\":%d,\"busy\":", ns++ ? "," : "", tracks[j].stream_no);
             prof_buf_double(b, fs.busy);
             prof_buf_puts(b, "}");
         }
         prof_buf_puts(b, "],\"nvml\":");
-        if (have_nv) {
+        if (v.have_nv) {
             prof_buf_puts(b, "{\"utilization\":");
-            prof_buf_double(b, nv.util);
+            prof_buf_double(b, v.nv.util);
             prof_buf_printf(b, ",\"memory_used_bytes\":%llu,\"power_w\":",
-                            (unsigned long long)nv.mem_used);
-            prof_buf_double(b, nv.power_w);
-            prof_buf_printf(b, ",\"sm_clock_mhz\":%u,\"samples\":%llu}", nv.sm_mhz,
-                            (unsigned long long)nv.samples);
+                            (unsigned long long)v.nv.mem_used);
+            prof_buf_double(b, v.nv.power_w);
+            prof_buf_printf(b, ",\"sm_clock_mhz\":%u,\"samples\":%llu}", v.nv.sm_mhz,
+                            (unsigned long long)v.nv.samples);
         } else {
             prof_buf_puts(b, "null");
         }
         prof_buf_puts(b, ",\"check\":");
-        if (!prof_config_get()->gpu_check_off && u < GPU_CHECK_BELOW) {
-            const struct idle_stage *top = idle_top(&f.idle);
-            uint64_t idle_ns = f.wall_ns - f.busy_ns;
-            const char *cause;
-            const char *band = band_of(u, &cause);
-
+        if (v.check) {
             prof_buf_puts(b, "{\"band\":");
-            prof_buf_json_string(b, band);
+            prof_buf_json_string(b, v.band);
             prof_buf_puts(b, ",\"cause\":");
-            prof_buf_json_string(b, cause);
+            prof_buf_json_string(b, v.cause);
             prof_buf_printf(b, ",\"utilization_source\":\"%s\",\"utilization\":",
-                            have_nv ? "nvml" : "zones");
-            prof_buf_double(b, u);
+                            v.have_nv ? "nvml" : "zones");
+            prof_buf_double(b, v.util);
             prof_buf_puts(b, ",\"idle\":");
-            prof_buf_double(b, 1.0 - f.busy);
+            prof_buf_double(b, 1.0 - v.f.busy);
             prof_buf_puts(b, ",\"stage\":");
-            if (top != NULL && idle_ns > 0) {
-                prof_buf_json_string(b, top->stage->name);
+            if (v.top != NULL) {
+                prof_buf_json_string(b, v.top->stage->name);
                 prof_buf_puts(b, ",\"stage_share\":");
-                prof_buf_double(b, top->ns > idle_ns ? 1.0 : (double)top->ns / (double)idle_ns);
+                prof_buf_double(b, v.top_share);
             } else {
                 prof_buf_puts(b, "null,\"stage_share\":null");
             }
@@ -869,6 +888,43 @@ void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
     }
     prof_buf_puts(b, "]");
     lost_json(b, window);
+}
+
+/* The live view's figures: the summary's busy shares and NVML's
+ * utilization, without the check (prof-top shows no bottleneck line).
+ * Zones still running, or completed and not polled yet, are not counted:
+ * the current window's share reads low by the poll's lag over its length,
+ * noticeably only in the first second after a periodic summary cut it. */
+int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, uint64_t run_ns)
+{
+    int k, n = 0;
+
+    forked_check();
+
+    for (k = 0; k < ntracks && n < max; k++) {
+        const struct track *t = &tracks[k];
+        struct prof_nvml_figures nv;
+        struct figures f;
+
+        if (t->stream_no >= 0)
+            continue;
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].device = t->device;
+        figures_of(t, 1, win_ns, &f);
+        out[n].busy_win = f.busy;
+        figures_of(t, 0, run_ns, &f);
+        out[n].busy_run = f.busy;
+        if (prof_nvml_figures(t->device, 1, &nv) == 0) {
+            out[n].nvml |= 1;
+            out[n].nvml_win = nv.util;
+        }
+        if (prof_nvml_figures(t->device, 0, &nv) == 0) {
+            out[n].nvml |= 2;
+            out[n].nvml_run = nv.util;
+        }
+        n++;
+    }
+    return n;
 }
 
 void prof_gpu_metrics(struct prof_buf *b, int rank)

@@ -42,6 +42,20 @@ void prof_gpu_lost(const char *raw_name, int cause);
  * was formatted): the window's figures go into the run's. */
 void prof_gpu_window_close(void);
 
+/* One device's figures for the live view (live.c's snapshot). */
+struct prof_gpu_live {
+    int device;
+    unsigned nvml;               /* bit 0: nvml_win is known, bit 1: nvml_run */
+    double busy_win, busy_run;   /* share of the window's, the run's wall time, 0-1 */
+    double nvml_win, nvml_run;   /* NVML's mean utilization (nvidia-smi's figure), 0-1 */
+};
+
+/* The devices that ran GPU zones, at most max of them, into out: their
+ * busy share over the current window (win_ns of wall time) and over the
+ * run (run_ns), and NVML's utilization where it has samples. Lock held.
+ * Returns how many (0 for a process with no GPU zone). */
+int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, uint64_t run_ns);
+
 /* Prometheus text for the metrics thread (metrics.c): each device's busy
  * ratio over the last second, NVML's gauges. Any thread; takes only this
  * file's own publication lock. rank: the process's (0 without one). */

@@ -28,6 +28,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "env.h"
+#include "gpu_busy.h"
 #include "live.h"
 #include "log.h"
 #include "metrics.h"
@@ -35,6 +36,11 @@
 #include "registry.h"
 #include "runtime.h"
 #include "sink.h"
+
+/* The layout python/prof/live.py reads (docs/LIVE.md). */
+_Static_assert(sizeof(struct prof_live_file_header) == 336, "the live file's header moved");
+_Static_assert(sizeof(struct prof_live_file_row) == 96, "the live file's row changed");
+_Static_assert(sizeof(struct prof_live_file_gpu) == 40, "the live file's GPU entry changed");
 
 static uint64_t next_ns;                /* the next tick publishes from then */
 
@@ -132,6 +138,7 @@ int prof_live_snap_take_locked(struct prof_live_snap *s)
     s->threads = 0;
     for (const struct prof_thread *t = prof_threads; t != NULL; t = t->next)
         s->threads += !__atomic_load_n(&t->exited, __ATOMIC_RELAXED);
+    s->ngpus = prof_gpu_live_locked(s->gpus, PROF_LIVE_MAX_GPUS, s->win_ns, s->run_ns);
     return 0;
 }
 
@@ -273,7 +280,8 @@ static void file_write(const struct prof_live_snap *s)
 {
     struct prof_live_file_header *h;
     struct prof_live_file_row *fr;
-    size_t names = 0, size, off;
+    struct prof_live_file_gpu *fg;
+    size_t names = 0, names_at, size, off, gpu_off;
     uint64_t seq;
     int err;
 
@@ -281,7 +289,9 @@ static void file_write(const struct prof_live_snap *s)
         return;
     for (size_t i = 0; i < s->table.len; i++)
         names += strlen(s->table.rows[i].name);
-    size = sizeof *h + s->table.len * sizeof *fr + names;
+    names_at = sizeof *h + s->table.len * sizeof *fr;
+    gpu_off = (names_at + names + 7) & ~(size_t)7;
+    size = gpu_off + (size_t)s->ngpus * sizeof *fg;
     /* Odd before the file may grow: a reader of the old size retries.
      * The header is in the first room, reserved when the file was made. */
     h = (struct prof_live_file_header *)map;
@@ -322,6 +332,10 @@ static void file_write(const struct prof_live_snap *s)
     h->publish_ns = s->publish_ns;
     h->metrics_ns = s->metrics_ns;
     h->publishes = ++publishes;
+    h->minor_version = PROF_LIVE_MINOR;
+    h->gpu_size = sizeof *fg;
+    h->ngpus = (uint32_t)s->ngpus;
+    h->gpu_off = (uint32_t)gpu_off;
     fr = (struct prof_live_file_row *)(map + sizeof *h);
     off = 0;
     for (size_t i = 0; i < s->table.len; i++, fr++) {
@@ -343,8 +357,21 @@ static void file_write(const struct prof_live_snap *s)
         fr->p50_ns = r->p50_ns;
         fr->p95_ns = r->p95_ns;
         fr->p99_ns = r->p99_ns;
-        memcpy(map + sizeof *h + s->table.len * sizeof *fr + off, r->name, len);
+        memcpy(map + names_at + off, r->name, len);
         off += len;
+    }
+    /* The names' end up to gpu_off: a reader copies these bytes too. */
+    memset(map + names_at + names, 0, gpu_off - (names_at + names));
+    fg = (struct prof_live_file_gpu *)(map + gpu_off);
+    for (int i = 0; i < s->ngpus; i++, fg++) {
+        const struct prof_gpu_live *g = &s->gpus[i];
+
+        fg->device = g->device;
+        fg->flags = g->nvml;
+        fg->busy_win = g->busy_win;
+        fg->busy_run = g->busy_run;
+        fg->nvml_win = g->nvml_win;
+        fg->nvml_run = g->nvml_run;
     }
     /* Release: a reader that sees this even number sees every byte above
      * (the odd store and the fence before the rows pair with the reader's

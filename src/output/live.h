@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_busy.h"
 #include "stats_snap.h"
 
 /* Rows published: the heaviest stages of the run and their ancestors (the
@@ -26,6 +27,8 @@
  * the snapshot costs more than a PROF_LIVE_LOCK_SHARE-th of that. */
 #define PROF_LIVE_PERIOD_NS 1000000000ull
 #define PROF_LIVE_LOCK_SHARE 50
+/* GPUs published: gpu_busy.c follows 64 tracks, devices and streams. */
+#define PROF_LIVE_MAX_GPUS 64
 
 /* A snapshot: the process's numbers and what the statistics publish
  * (stats_snap.h), taken with the lock held, read with it released. */
@@ -41,15 +44,28 @@ struct prof_live_snap {
     uint64_t publish_ns;         /* writing the previous one to the file (lock released) */
     uint64_t metrics_ns;         /* formatting (and writing) the previous metrics */
     struct prof_stats_snap table;  /* the stages */
+    int ngpus;                   /* devices that ran GPU zones (gpu_busy.h) */
+    struct prof_gpu_live gpus[PROF_LIVE_MAX_GPUS];
 };
 
 /* ---- The file's layout (docs/LIVE.md; python/prof/live.py reads it). ----
- * A header, then nrows fixed rows, then the names (UTF-8, not terminated).
+ * A header, then nrows fixed rows, then the names (UTF-8, not terminated),
+ * then (minor version 1) ngpus GPU entries at gpu_off, 8-aligned.
  * Written seqlock-style: seq is odd while the writer is inside; a reader
  * reads seq, the table, seq again, and retries unless both are the same
- * even number. Native byte order (readers are on the same host). */
+ * even number. Native byte order (readers are on the same host).
+ *
+ * Versions: version changes only where a reader of the last one would
+ * misread the file (it refuses any other). What a reader may ignore is
+ * added after the names and announced by minor_version, in what was
+ * reserved space (zero in older files): a version-1 reader that does not
+ * know it reads the table as before (the GPU entries are bytes past the
+ * last name), and a newer reader takes minor_version 0 for a writer that
+ * published no GPU figures. An entry may grow (gpu_size): a reader takes
+ * the fields it knows from the front of each. */
 #define PROF_LIVE_MAGIC "PROFLIVE"
 #define PROF_LIVE_VERSION 1
+#define PROF_LIVE_MINOR 1
 #define PROF_LIVE_PREFIX "prof-live-"
 
 struct prof_live_file_header {
@@ -62,7 +78,10 @@ struct prof_live_file_header {
     uint64_t real_ns, run_ns, win_ns, win_start_step, steps, dropped;
     uint32_t threads, gpu_stages;
     uint64_t stages, folded, snap_ns, publish_ns, publishes, metrics_ns;
-    uint64_t reserved[7];
+    uint32_t minor_version;      /* offset 280: PROF_LIVE_MINOR; 0 before GPU entries */
+    uint32_t gpu_size;           /* bytes per GPU entry */
+    uint32_t ngpus, gpu_off;     /* entries, and where they start */
+    uint64_t reserved[5];
 };
 
 struct prof_live_file_row {
@@ -70,6 +89,14 @@ struct prof_live_file_row {
     uint32_t parent, depth, flags, pad;
     uint64_t count, total_ns, self_ns, outer_ns, win_count, win_total_ns;
     double p50_ns, p95_ns, p99_ns;
+};
+
+/* A device that ran GPU zones (minor version 1). */
+struct prof_live_file_gpu {
+    int32_t device;
+    uint32_t flags;              /* bit 0: nvml_win is known, bit 1: nvml_run */
+    double busy_win, busy_run;   /* share of the window's, the run's wall time, 0-1 */
+    double nvml_win, nvml_run;   /* NVML's mean utilization, 0-1 (0 where unknown) */
 };
 
 /* The collector's hook: once a PROF_LIVE_PERIOD_NS, a snapshot (lock

@@ -37,8 +37,9 @@ def free_port():
 class Prog:
     """A running live_prog; its stdout lines are queued as they come."""
 
-    def __init__(self, env, seconds):
-        self.proc = subprocess.Popen([LIVE_PROG, str(seconds)], env=env, stdout=subprocess.PIPE,
+    def __init__(self, env, seconds, prog=None):
+        self.proc = subprocess.Popen([prog or LIVE_PROG, str(seconds)], env=env,
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.pid = self.proc.pid
         self.lines = queue.Queue()
@@ -99,10 +100,10 @@ def start(env):
         pytest.fail("LIVE_PROG is not set to the built tests/live/live_prog")
     progs = []
 
-    def run(extra=None, seconds=60, ready=True):
+    def run(extra=None, seconds=60, ready=True, prog=None):
         e = dict(env)
         e.update(extra or {})
-        p = Prog(e, seconds)
+        p = Prog(e, seconds, prog)
         progs.append(p)
         if ready:
             p.wait_line(lambda s: s == "ready", 20)
