@@ -95,7 +95,11 @@ def main():
             sys.exit(3)
         opt.zero_grad()
         for _ in range(args.accum):
-            t = pc(); x, y = next(it); t_data = pc() - t
+            t = pc(); batch = next(it); t_data = pc() - t
+            # Unpacked outside the pair: rebinding x and y frees the
+            # previous batch (its shared-memory storage, 50-70 us), the
+            # script's own time, not a wait in __next__.
+            x, y = batch
             t = pc(); out = model(x); t_fwd = pc() - t
             loss = nn.functional.cross_entropy(out, y) / args.accum
             t = pc(); loss.backward(); t_bwd = pc() - t
@@ -154,8 +158,7 @@ def test_tree_counts_and_totals(tmp_path):
         # A preemption that lands in the few microseconds a call spends
         # outside its zone (a loaded machine) moves the script's sum only:
         # run again rather than widen the bound.
-        if all(r[k]["total_ns"] / 1e9 >= v * (0.75 if k == "data" else 0.95)
-               for k, v in sums.items()):
+        if all(r[k]["total_ns"] / 1e9 >= v * 0.95 for k, v in sums.items()):
             break
     assert final is not None, proc.stderr
     assert final["program"] == "train_loop.py"
@@ -176,13 +179,10 @@ def test_tree_counts_and_totals(tmp_path):
         zone_s = r[name]["total_ns"] / 1e9
         # The zone runs inside the script's perf_counter pair: never longer.
         # A few microseconds per call lie outside it (the wrapper's entry,
-        # the step boundary), so the zone is within 5% below.
+        # the step boundary: 20-30 us before data's zone opens, of 1.5-4 ms
+        # waits here), so the zone is within 5% below.
         assert zone_s <= pc_s * 1.001 + 20e-6, (name, zone_s, pc_s)
-        # data: 10-15% below the script's sum in 4 runs in a row at load 3-5
-        # on the merged tree (and on the torch branch's own build), where it
-        # had passed at 5%; the gap is not explained yet (the closing note
-        # of stop 27 says so), so data gets 25% until it is.
-        assert zone_s >= pc_s * (0.75 if name == "data" else 0.95), (name, zone_s, pc_s)
+        assert zone_s >= pc_s * 0.95, (name, zone_s, pc_s)
 
 
 def test_script_that_steps_is_not_double_stepped(tmp_path):
