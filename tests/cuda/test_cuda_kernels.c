@@ -1,0 +1,362 @@
+/* PROF_CUDA=kernels on the fake driver and the fake CUPTI (fakecupti.c):
+ * what the GPU ran, per GPU stage, from CUPTI's records.
+ *
+ *   test_cuda_kernels MODE
+ *
+ * attribution  thread A opens "outer" on stream 1 and launches k_a; thread
+ *              B, while "outer" is open, launches k_b three times on
+ *              stream 1 (they land in A's zone) and runs "other" on stream
+ *              2 (a kernel, a memcpy, a memset); A then runs "inner"
+ *              nested in "outer" (its kernel is inner's, not outer's), a
+ *              kernel outside every zone ("(no zone) [gpu]") and a zone
+ *              whose stream runs nothing (a zero GPU side, said once).
+ *              Busy time and kernel counts are exact against the fake's
+ *              simulated lengths (one stream: no overlap); the summary
+ *              text has the busy line with the top kernels under each GPU
+ *              stage, the JSON its "kernels" member, the GPU busy share
+ *              the kernels' union.
+ * dropped      PROF_CUPTI_BUFFERS=1 and bursts of launches that fill it
+ *              faster than the collector empties it: records are dropped,
+ *              counted (kernels seen + dropped = launched), and said.
+ * nolib, old, subscriber, flushfail
+ *              no CUPTI, a CUPTI without the timestamp callback, another
+ *              subscriber, cuptiActivityFlushAll failing: one line each,
+ *              and the zones time the GPU with events.
+ * fork         a child forked after kernels mode began: one line, CPU
+ *              sides only, and the parent's kernels still arrive. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cuda_test.h"
+#include "../fuzz/json_strict.h"
+
+#define US 1000ull
+
+static struct fake f;
+static void (*launch_kind)(CUstream, uint64_t ns, int kind, const char *name);
+static CUcontext ctx;
+static CUstream s1, s2;
+static char text[32768], json[131072];
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int phase;
+
+static void set_phase(int p)
+{
+    pthread_mutex_lock(&mu);
+    phase = p;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+static void wait_phase(int p)
+{
+    pthread_mutex_lock(&mu);
+    while (phase < p)
+        pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+static void kernel(CUstream s, uint64_t ns, const char *name)
+{
+    launch_kind(s, ns, 10, name);
+}
+
+static void *thread_b(void *arg)
+{
+    (void)arg;
+    CHECK(f.ctx_set_current(ctx) == 0);
+    wait_phase(1);
+    for (int i = 0; i < 3; i++)
+        kernel(s1, 300 * US, "_Z3k_bPf");
+    {
+        PROF_CUDA_ZONE("other", s2);
+        kernel(s2, 150 * US, "_Z4k_s2v");
+        launch_kind(s2, 50 * US, 1, NULL);
+        launch_kind(s2, 25 * US, 2, NULL);
+    }
+    set_phase(2);
+    return NULL;
+}
+
+static void summaries(void)
+{
+    char err[128];
+
+    CHECK(prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT) > 0);
+    CHECK(prof_summary_snprint(json, sizeof json, PROF_FORMAT_JSON) > 0);
+    CHECKF(json_strict_check(json, strlen(json), NULL, NULL, err, sizeof err) == 0,
+           "summary JSON: %s", err);
+    if (getenv("PROF_TEST_VERBOSE") != NULL)
+        fprintf(stderr, "%s\n%s\n", text, json);
+}
+
+/* The line after the row of stage `row` in the text summary. */
+static const char *line_under(const char *row, char *buf, size_t size)
+{
+    const char *p = strstr(text, row), *q;
+    size_t n;
+
+    CHECKF(p != NULL, "no row %s in:\n%s", row, text);
+    CHECK((q = strchr(p, '\n')) != NULL);
+    q++;
+    n = strcspn(q, "\n");
+    CHECK(n < size);
+    memcpy(buf, q, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* A number of the "kernels" member of stage `name` in the "total"
+ * section of the JSON (the member ends the stage's object). */
+static double kernels_number(const char *name, const char *key)
+{
+    char pat[128];
+    const char *p = strstr(json, "\"total\":");
+    double v;
+
+    snprintf(pat, sizeof pat, "{\"name\":\"%s\"", name);
+    CHECK(p != NULL);
+    CHECKF((p = strstr(p, pat)) != NULL, "no stage %s in the JSON", name);
+    CHECKF((p = strstr(p, "\"kernels\":{")) != NULL, "no kernels member for %s", name);
+    CHECKF(json_number(p, key, &v) == 0, "no %s in %s's kernels", key, name);
+    return v;
+}
+
+/* The records dropped in all, as the JSON summary says. */
+static uint64_t dropped_count(void)
+{
+    static char buf[131072];
+    double v = -1;
+
+    CHECK(prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_JSON) > 0);
+    CHECK(json_number(buf, "dropped", &v) == 0);
+    return (uint64_t)v;
+}
+
+static void expect(const char *hay, const char *needle)
+{
+    CHECKF(strstr(hay, needle) != NULL, "\"%s\" not in: %s", needle, hay);
+}
+
+static void attribution(void)
+{
+    pthread_t b;
+    char line[512];
+    prof_stage_stats st;
+    double busy_ns;
+
+    CHECK(pthread_create(&b, NULL, thread_b, NULL) == 0);
+    {
+        PROF_CUDA_ZONE("outer", s1);
+        kernel(s1, 200 * US, "_Z3k_av");
+        set_phase(1);
+        wait_phase(2);
+        {
+            PROF_CUDA_ZONE("inner", s1);
+            kernel(s1, 100 * US, "_ZN4test7k_innerILi4EEEvPf");
+        }
+    }
+    kernel(s1, 50 * US, "_Z6k_freev");
+    {
+        PROF_CUDA_ZONE("empty", s2);
+    }
+    CHECK(pthread_join(b, NULL) == 0);
+    /* A later launch on each stream closes the zones' spans (a stream
+     * runs in order); outside every zone, it adds to "(no zone)". */
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    kernel(s2, 10 * US, "_Z6k_lastv");
+
+    CHECKF(wait_count("outer [gpu]", 1, 20000) == 1, "outer's GPU side missing");
+    CHECKF(wait_count("empty [gpu]", 1, 20000) == 1, "empty's GPU side missing");
+    CHECKF(wait_count("(no zone) [gpu]", 3, 20000) == 3, "(no zone) kernels missing");
+    CHECK(wait_count("inner [gpu]", 1, 20000) == 1);
+    CHECK(wait_count("other [gpu]", 1, 20000) == 1);
+    summaries();
+
+    /* The text: the busy line under each GPU row, top kernels first. */
+    line_under("outer [gpu]", line, sizeof line);
+    expect(line, "busy 1.10 ms, 4 kernels: k_b 82%, k_a 18%");
+    line_under("inner [gpu]", line, sizeof line);
+    expect(line, "1 kernel: k_inner 100%");
+    line_under("other [gpu]", line, sizeof line);
+    expect(line, "busy 225.00 us, 3 kernels: k_s2 67%, (memcpy) 22%, (memset) 11%");
+    line_under("(no zone) [gpu]", line, sizeof line);
+    expect(line, "3 kernels: k_free 71%, k_last 29%");
+
+    /* The JSON: exact busy and counts. */
+    CHECK(kernels_number("outer [gpu]", "busy_ns") == 1100000);
+    CHECK(kernels_number("outer [gpu]", "count") == 4);
+    CHECK(kernels_number("inner [gpu]", "busy_ns") == 100000);
+    CHECK(kernels_number("other [gpu]", "busy_ns") == 225000);
+    CHECK(kernels_number("other [gpu]", "count") == 3);
+    CHECK(kernels_number("(no zone) [gpu]", "busy_ns") == 70000);
+    expect(json, "\"top\":[{\"name\":\"k_b\",\"ns\":900000,\"share\":");
+
+    /* The zone spans its kernels: at least their busy time; the empty
+     * one is zero. */
+    CHECK(prof_stats("outer [gpu]", &st) == 0);
+    CHECKF(st.total_ns >= 1100000, "outer [gpu] %llu ns", (unsigned long long)st.total_ns);
+    CHECK(prof_stats("empty [gpu]", &st) == 0 && st.count == 1 && st.total_ns == 0);
+    CHECKF(log_matching("(\"empty\") ran no kernel") == 1, "the empty zone was not said");
+
+    /* The GPU busy share is the kernels' union: stream 1 alone ran
+     * 1260 us, all of them 1495 us (the streams may overlap). */
+    {
+        const char *p = strstr(json, "\"total\":");
+
+        CHECK(p != NULL && (p = strstr(p, "\"gpus\":[{")) != NULL);
+        CHECK(json_number(p, "busy_ns", &busy_ns) == 0);
+        CHECKF(busy_ns >= 1260000 && busy_ns <= 1495000, "GPU busy %.0f ns", busy_ns);
+    }
+    CHECKF(dropped_count() == 0, "dropped %llu", (unsigned long long)dropped_count());
+}
+
+static void dropped(void)
+{
+    void (*counts)(uint64_t *, uint64_t *);
+    uint64_t written = 0, lost = 0, n = 0;
+    prof_stage_stats st;
+
+    *(void **)&counts = dlsym(RTLD_DEFAULT, "fakecupti_counts");
+    if (counts == NULL) {
+        void *h = dlopen(getenv("PROF_CUPTI_LIB"), RTLD_NOW | RTLD_NOLOAD);
+
+        CHECK(h != NULL);
+        *(void **)&counts = dlsym(h, "fakecupti_counts");
+    }
+    CHECK(counts != NULL);
+    {
+        PROF_CUDA_ZONE("burst", s1);
+    }
+    /* One buffer of 1 MiB holds ~4,400 kernels with their API records;
+     * each burst writes two buffers' worth at once, faster than any
+     * collector pass. */
+    for (int round = 0; round < 5 && lost == 0; round++) {
+        for (int i = 0; i < 10000; i++)
+            kernel(s1, 1, "_Z5tinyv");
+        n += 10000;
+        counts(&written, &lost);
+        pause_ms(100);
+    }
+    CHECKF(lost > 0, "nothing dropped (%llu written)", (unsigned long long)written);
+    /* Every kernel is either counted in (no zone) or dropped and counted. */
+    for (int i = 0; i < 500; i++) {
+        prof_flush();
+        if (prof_stats("(no zone) [gpu]", &st) == 0 && st.count + lost >= n)
+            break;
+        pause_ms(20);
+    }
+    counts(&written, &lost);
+    CHECK(prof_stats("(no zone) [gpu]", &st) == 0);
+    /* Each kernel and each API record is a record: a kernel whose record
+     * was dropped is missing, one whose API record was dropped is placed
+     * by its start. */
+    CHECKF(st.count < n && st.count >= n - lost,
+           "%llu kernels seen, %llu records dropped, %llu launched",
+           (unsigned long long)st.count, (unsigned long long)lost, (unsigned long long)n);
+    CHECKF(dropped_count() >= lost, "%llu dropped in the summary, %llu by CUPTI",
+           (unsigned long long)dropped_count(), (unsigned long long)lost);
+    CHECKF(log_matching("kernel records were dropped") == 1, "the drop was not said");
+    summaries();
+}
+
+/* The failure paths: one line, then events time the zones. */
+static void fallback(const char *needle)
+{
+    uint64_t log[8];
+
+    for (int i = 0; i < 4; i++) {
+        PROF_CUDA_ZONE("step", s1);
+        kernel(s1, 100 * US, "_Z3k_av");
+    }
+    CHECKF(wait_count("step [gpu]", 4, 20000) == 4, "events did not time the zones");
+    CHECK(f.stream_log(s1, log, 8) >= 8);  /* the zones' events were recorded */
+    if (log_matching(needle) != 1 || log_total() != 1) {
+        log_dump();
+        CHECKF(0, "expected one line with \"%s\"", needle);
+    }
+}
+
+static void flushfail(void)
+{
+    /* Kernels mode first works, then the flush fails: events from then on. */
+    {
+        PROF_CUDA_ZONE("before", s1);
+        kernel(s1, 100 * US, "_Z3k_av");
+    }
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    CHECK(wait_count("before [gpu]", 1, 20000) == 1);
+    for (int i = 0; i < 200 && log_matching("cuptiActivityFlushAll failed") == 0; i++)
+        pause_ms(10);
+    CHECK(log_matching("cuptiActivityFlushAll failed") == 1);
+    /* The first zone after the failure still takes the kernels path's
+     * check; from the next one on, events. */
+    for (int i = 0; i < 5; i++) {
+        PROF_CUDA_ZONE("after", s1);
+        kernel(s1, 100 * US, "_Z3k_av");
+    }
+    CHECKF(wait_count("after [gpu]", 4, 20000) >= 4, "events did not take over");
+    CHECKF(log_total() == 1, "%d lines", log_total());
+}
+
+static void forked(void)
+{
+    pid_t pid;
+    int status;
+
+    {
+        PROF_CUDA_ZONE("parent", s1);
+        kernel(s1, 100 * US, "_Z3k_av");
+    }
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prof_stage_stats st;
+
+        for (int i = 0; i < 3; i++) {
+            PROF_CUDA_ZONE("child", s1);
+        }
+        prof_flush();
+        if (prof_stats("child", &st) != 0 || st.count != 3)
+            _exit(2);
+        if (prof_stats("child [gpu]", &st) == 0 && st.count != 0)
+            _exit(3);
+        if (log_matching("forked from a process that used CUDA") != 1)
+            _exit(4);
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    CHECK(wait_count("parent [gpu]", 1, 20000) == 1);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "attribution";
+
+    s1 = fake_start(&f);
+    CHECK(f.ctx_get_current(&ctx) == 0 && ctx != NULL);
+    s2 = fake_stream(&f);
+    *(void **)&launch_kind = fake_sym(f.h, "fakecuda_launch_kind");
+
+    if (strcmp(mode, "attribution") == 0)
+        attribution();
+    else if (strcmp(mode, "dropped") == 0)
+        dropped();
+    else if (strcmp(mode, "nolib") == 0)
+        fallback("PROF_CUDA=kernels but no CUPTI");
+    else if (strcmp(mode, "old") == 0)
+        fallback("lacks cuptiActivityRegisterTimestampCallback");
+    else if (strcmp(mode, "subscriber") == 0)
+        fallback("another tool already uses CUPTI");
+    else if (strcmp(mode, "flushfail") == 0)
+        flushfail();
+    else if (strcmp(mode, "fork") == 0)
+        forked();
+    else
+        CHECKF(0, "unknown mode %s", mode);
+    return 0;
+}
