@@ -67,6 +67,7 @@ static unsigned nbufs, max_bufs;              /* lock */
 static uint64_t refused;                      /* requests with no buffer; lock */
 static uint64_t dropped_seen;                 /* CUPTI's own count; collector */
 static int failed;                            /* atomic */
+static int opened;                            /* atomic: prof_cupti_open succeeded */
 static int note_unavailable, note_flush, note_refused;
 
 static const char *result_name(CUptiResult r, char *buf)
@@ -214,6 +215,7 @@ int prof_cupti_open(void)
             goto refused;
         }
     }
+    __atomic_store_n(&opened, 1, __ATOMIC_RELEASE);
     return 0;
 
 refused:
@@ -240,7 +242,8 @@ int prof_cupti_flush(void)
 {
     CUptiResult rc;
 
-    if (__atomic_load_n(&failed, __ATOMIC_RELAXED))
+    /* Acquire: api was written before opened. */
+    if (!__atomic_load_n(&opened, __ATOMIC_ACQUIRE) || __atomic_load_n(&failed, __ATOMIC_RELAXED))
         return -1;
     if ((rc = api.flush_all(0)) == CUPTI_SUCCESS)
         return 0;
@@ -286,7 +289,7 @@ uint64_t prof_cupti_dropped(void)
     uint64_t r;
 
     /* CUPTI's count covers every context and stream with NULL, 0. */
-    if (api.dropped != NULL && api.dropped(NULL, 0, &n) == CUPTI_SUCCESS)
+    if (__atomic_load_n(&opened, __ATOMIC_ACQUIRE) && !__atomic_load_n(&failed, __ATOMIC_RELAXED) && api.dropped(NULL, 0, &n) == CUPTI_SUCCESS)
         dropped_seen += n;
     pthread_mutex_lock(&lock);
     r = refused;

@@ -45,7 +45,7 @@
 
 #define KZ_STREAMS 64
 #define KZ_ZONES 16384              /* zones kept for matching, all streams */
-#define KZ_SCAN 4096                /* zones looked at per kernel */
+#define KZ_SCAN 4096                /* zones looked at per kernel, at most */
 #define KZ_API (1u << 16)           /* launches remembered (direct-mapped) */
 #define KZ_PENDING 65536            /* kernels waiting for their launch */
 #define KZ_PENDING_PASSES 64        /* then placed by their GPU start */
@@ -71,6 +71,8 @@ struct kstream {
     uint32_t sid;
     int device;
     uint64_t horizon;               /* the latest launch read on it */
+    uint64_t max_dur;               /* the longest closed zone's CPU interval */
+    uint64_t min_open;              /* the earliest open zone's begin (this pass) */
     struct kzone *z;
     unsigned n, cap;
 };
@@ -126,6 +128,8 @@ int prof_kernels_zone(struct prof_thread *t, const char *name, uint32_t sid, uin
             z = &s->z[i];
             if (z->e == 0 && z->t == t && z->depth == depth && z->name == name) {
                 z->e = ns > z->b ? ns : z->b;
+                if (z->e - z->b > s->max_dur)
+                    s->max_dur = z->e - z->b;
                 break;
             }
         }
@@ -165,18 +169,46 @@ int prof_kernels_zone(struct prof_thread *t, const char *name, uint32_t sid, uin
     return s->device;
 }
 
-/* The innermost zone of s open at launch time l. */
-static struct kzone *zone_at(struct kstream *s, uint64_t l)
+/* Whether zone z was open at launch time l. */
+static int open_at(const struct kzone *z, uint64_t l)
 {
+    return z->b <= l && (z->e == 0 || z->e >= l);
+}
+
+/* Where the zones that could have been open at l end, going back from
+ * the newest: none that began before l - (the longest closed zone) and
+ * before every open one contains l. */
+static int past_reach(const struct kstream *s, const struct kzone *z, uint64_t l)
+{
+    return z->b < s->min_open && l - z->b > s->max_dur;
+}
+
+/* The kernel (a, b), launched at l, for the zones of s: the innermost
+ * zone open at l takes it; the spans of the zones around that one, open
+ * at l too, cover it (a zone's GPU span covers its nested zones', as
+ * events did). Returns the innermost, or NULL. */
+static struct kzone *zone_take(struct kstream *s, uint64_t l, uint64_t a, uint64_t b)
+{
+    struct kzone *inner = NULL;
     unsigned i, seen = 0;
 
     for (i = s->n; i-- > 0 && seen < KZ_SCAN; seen++) {
         struct kzone *z = &s->z[i];
 
-        if (z->b <= l && (z->e == 0 || z->e >= l))
-            return z;
+        if (z->b > l)
+            continue;
+        if (past_reach(s, z, l))
+            break;
+        if (!open_at(z, l))
+            continue;
+        if (inner == NULL)
+            inner = z;
+        if (z->ks == 0 || a < z->ks)
+            z->ks = a;
+        if (b > z->ke)
+            z->ke = b;
     }
-    return NULL;
+    return inner;
 }
 
 /* A short name: the function's own name of an Itanium-mangled symbol
@@ -397,6 +429,12 @@ void prof_kernels_poll(prof_kernel_sink kernel, prof_kzone_sink zone, int final)
         prof_cupti_give_back(b);
     }
     taken = NULL;
+    for (i = 0; i < nstreams; i++) {
+        streams[i].min_open = UINT64_MAX;
+        for (k = 0; k < streams[i].n; k++)
+            if (streams[i].z[k].e == 0 && streams[i].z[k].b < streams[i].min_open)
+                streams[i].min_open = streams[i].z[k].b;
+    }
 
     for (i = k = 0; i < npend; i++) {
         struct act *a = &pend[i];
@@ -414,19 +452,14 @@ void prof_kernels_poll(prof_kernel_sink kernel, prof_kzone_sink zone, int final)
             continue;
         }
         s = stream_of(a->sid, 1);
-        z = s != NULL ? zone_at(s, l) : NULL;
+        z = s != NULL ? zone_take(s, l, a->start, a->end) : NULL;
         if (s != NULL) {
             s->device = (int)a->device;
             if (l > s->horizon)
                 s->horizon = l;
         }
-        if (z != NULL) {
-            if (z->ks == 0 || a->start < z->ks)
-                z->ks = a->start;
-            if (a->end > z->ke)
-                z->ke = a->end;
+        if (z != NULL)
             z->device = (int)a->device;
-        }
         kernel(z != NULL ? z->name : prof_kernels_no_zone, (int)a->device, a->sid,
                kernel_name(a->name), a->start, a->end);
     }
