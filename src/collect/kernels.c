@@ -44,7 +44,9 @@
 #include "map.h"
 
 #define KZ_STREAMS 64
-#define KZ_ZONES 16384              /* zones kept for matching, all streams */
+#define KZ_ZONES 65536              /* zones kept for matching, all streams:
+                                       218 ms of zones at 300k zones/s, as
+                                       the event pool (cuda_pool.c) */
 #define KZ_SCAN 4096                /* zones looked at per kernel, at most */
 #define KZ_API (1u << 16)           /* launches remembered (direct-mapped) */
 #define KZ_PENDING 65536            /* kernels waiting for their launch */
@@ -64,7 +66,7 @@ struct kzone {
     uint64_t ks, ke;                /* its kernels' span (ks 0: none yet) */
     uint32_t depth;
     int device;
-    int emitted;
+    int emitted;                    /* 1: delivered after the hold; 2: complete */
 };
 
 struct kstream {
@@ -190,13 +192,21 @@ static int past_reach(const struct kstream *s, const struct kzone *z, uint64_t l
 static struct kzone *zone_take(struct kstream *s, uint64_t l, uint64_t a, uint64_t b)
 {
     struct kzone *inner = NULL;
-    unsigned i, seen = 0;
+    unsigned i, seen = 0, lo = 0, hi = s->n;
 
-    for (i = s->n; i-- > 0 && seen < KZ_SCAN; seen++) {
+    /* The zones that began by l: a binary search, as the GPU may be far
+     * behind the launches (many newer zones). */
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+
+        if (s->z[mid].b <= l)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (i = lo; i-- > 0 && seen < KZ_SCAN; seen++) {
         struct kzone *z = &s->z[i];
 
-        if (z->b > l)
-            continue;
         if (past_reach(s, z, l))
             break;
         if (!open_at(z, l))
@@ -387,7 +397,9 @@ static void emit_ready(prof_kzone_sink zone, uint64_t now, int final)
                 continue;
             if (!final && s->horizon < z->e && now < z->e + KZ_HOLD_NS)
                 continue;
-            z->emitted = 1;
+            /* 2: a later launch was read, so every kernel of the zone was
+             * (a stream runs in order): nothing more can come for it. */
+            z->emitted = s->horizon >= z->e ? 2 : 1;
             if (z->ks == 0) {
                 prof_log_once(&note_empty, "a CUDA zone (\"%s\") ran no kernel, memcpy or "
                               "memset on its stream (PROF_CUDA=kernels): its GPU side is zero",
@@ -402,7 +414,7 @@ static void emit_ready(prof_kzone_sink zone, uint64_t now, int final)
         for (j = k = 0; j < s->n; j++) {
             struct kzone *z = &s->z[j];
 
-            if (z->emitted && (final || now >= z->e + KZ_KEEP_NS)) {
+            if (z->emitted == 2 || (z->emitted && (final || now >= z->e + KZ_KEEP_NS))) {
                 nzones--;
                 continue;
             }

@@ -22,6 +22,10 @@
  *              no CUPTI, a CUPTI without the timestamp callback, another
  *              subscriber, cuptiActivityFlushAll failing: one line each,
  *              and the zones time the GPU with events.
+ * many         30,000 zones with a kernel each, launched as fast as one
+ *              thread can: every zone's GPU side and every kernel arrives
+ *              (a zone is forgotten once a later launch on its stream was
+ *              read, so the zones kept stay few), busy exact.
  * fork         a child forked after kernels mode began: one line, CPU
  *              sides only, and the parent's kernels still arrive. */
 #include <sys/wait.h>
@@ -346,6 +350,24 @@ static void flushfail(void)
     CHECKF(log_total() == 1, "%d lines", log_total());
 }
 
+static void many(void)
+{
+    enum { N = 30000 };
+
+    for (int i = 0; i < N; i++) {
+        PROF_CUDA_ZONE("z", s1);
+        kernel(s1, 1000, "_Z4tickv");
+    }
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    CHECKF(wait_count("z [gpu]", N, 30000) == N, "%llu of %d GPU sides",
+           (unsigned long long)stage_count("z [gpu]"), N);
+    summaries();
+    CHECK(kernels_number("z [gpu]", "count") == N);
+    CHECK(kernels_number("z [gpu]", "busy_ns") == N * 1000.0);
+    CHECK(dropped_count() == 0);
+    LOG_EXPECT_NONE();
+}
+
 static void forked(void)
 {
     pid_t pid;
@@ -399,6 +421,8 @@ int main(int argc, char **argv)
         fallback("another tool already uses CUPTI");
     else if (strcmp(mode, "flushfail") == 0)
         flushfail();
+    else if (strcmp(mode, "many") == 0)
+        many();
     else if (strcmp(mode, "fork") == 0)
         forked();
     else
