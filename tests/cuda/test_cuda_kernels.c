@@ -34,6 +34,20 @@
 #include "cuda_test.h"
 #include "../fuzz/json_strict.h"
 
+/* As test_cuda_fork.c: a fork with the collector running is left to the
+ * builds whose runtime supports it. */
+#if defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define UNDER_TSAN 1
+#  endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#  define UNDER_TSAN 1
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#  define UNDER_ASAN 1
+#endif
+
 #define US 1000ull
 
 static struct fake f;
@@ -373,6 +387,12 @@ static void forked(void)
     pid_t pid;
     int status;
 
+#ifdef UNDER_TSAN
+    SKIP("ThreadSanitizer does not support threads in a child of a multi-threaded fork");
+#endif
+#ifdef UNDER_ASAN
+    SKIP("GCC 12's AddressSanitizer allocator is not fork-safe with other threads running");
+#endif
     {
         PROF_CUDA_ZONE("parent", s1);
         kernel(s1, 100 * US, "_Z3k_av");
