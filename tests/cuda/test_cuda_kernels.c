@@ -416,8 +416,12 @@ static void forked(void)
     }
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    /* The parent goes on with kernels: its zone's kernel arrives. */
     kernel(s1, 10 * US, "_Z6k_lastv");
     CHECK(wait_count("parent [gpu]", 1, 20000) == 1);
+    summaries();
+    CHECK(kernels_number("parent [gpu]", "count") == 1);
+    CHECK(kernels_number("parent [gpu]", "busy_ns") == 100000);
 }
 
 int main(int argc, char **argv)
