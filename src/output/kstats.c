@@ -10,16 +10,19 @@
  * that arrives older than that (kernels arrive nearly in time order) is
  * added whole. Names: KS_NAMES per stage, the rest "(other kernels)".
  * kernels.c interns the names, so a pointer compare finds one. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kstats.h"
 #include "map.h"
+#include "process.h"
 #include "stats.h"
 
 #define KS_SPANS 32
 #define KS_NAMES 16
 #define KS_TOP 3
+#define KS_PUB 32                   /* stages in the metrics, the busiest */
 
 struct kname {
     const char *name;
@@ -38,6 +41,15 @@ struct kstage {
 };
 
 static struct prof_map stages;      /* stage -> struct kstage */
+
+/* The metrics' copy, for the metrics thread (prof_kstats_metrics). */
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char stage[128];
+    uint64_t busy_ns, count;
+} pub[KS_PUB];
+static int npub;
+static int owner_pid;               /* the process the copy is of */
 
 static void span_add(struct kacc *k, uint64_t a, uint64_t b)
 {
@@ -216,8 +228,100 @@ void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window
     prof_buf_puts(b, "]}");
 }
 
+/* Once per collector wake: the run's figures of the busiest stages. */
+static void sink_tick(uint64_t now_ns)
+{
+    struct {
+        const struct prof_stage *s;
+        uint64_t busy, count;
+    } top[KS_PUB];
+    int n = 0, i, j;
+    size_t k;
+
+    (void)now_ns;
+    if (prof_process_get()->pid != owner_pid) {
+        /* A forked child: the lock may have been held by a thread of the
+         * parent's; the stages are the child's own from here. */
+        owner_pid = prof_process_get()->pid;
+        pthread_mutex_init(&pub_lock, NULL);
+        npub = 0;
+    }
+    if (stages.len == 0)
+        return;
+    for (k = 0; k < stages.cap; k++) {
+        const struct kstage *ks = stages.slots[k].value;
+        uint64_t busy;
+
+        if (stages.slots[k].key == 0 || ks == NULL || ks->run.count == 0)
+            continue;
+        busy = busy_of(&ks->run);
+        if (n == KS_PUB && busy <= top[n - 1].busy)
+            continue;
+        for (i = n < KS_PUB ? n++ : KS_PUB - 1; i > 0 && top[i - 1].busy < busy; i--)
+            top[i] = top[i - 1];
+        top[i].s = (const struct prof_stage *)(uintptr_t)stages.slots[k].key;
+        top[i].busy = busy;
+        top[i].count = ks->run.count;
+    }
+    pthread_mutex_lock(&pub_lock);
+    for (j = 0; j < n; j++) {
+        size_t len = strlen(top[j].s->name);
+
+        if (len >= sizeof pub[j].stage)
+            len = sizeof pub[j].stage - 1;
+        memcpy(pub[j].stage, top[j].s->name, len);
+        pub[j].stage[len] = '\0';
+        pub[j].busy_ns = top[j].busy;
+        pub[j].count = top[j].count;
+    }
+    npub = n;
+    pthread_mutex_unlock(&pub_lock);
+}
+
+/* A Prometheus label value: \\, " and newline escaped. */
+static void put_label(struct prof_buf *b, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '\\' || *s == '"')
+            prof_buf_put(b, "\\", 1);
+        if (*s == '\n')
+            prof_buf_puts(b, "\\n");
+        else
+            prof_buf_put(b, s, 1);
+    }
+}
+
+void prof_kstats_metrics(struct prof_buf *b, int rank)
+{
+    int i;
+
+    pthread_mutex_lock(&pub_lock);
+    if (npub > 0)
+        prof_buf_puts(b, "# HELP prof_gpu_stage_kernel_busy_seconds_total Time the GPU stage's "
+                         "kernels kept the GPU busy (union; PROF_CUDA=kernels).\n"
+                         "# TYPE prof_gpu_stage_kernel_busy_seconds_total counter\n");
+    for (i = 0; i < npub; i++) {
+        prof_buf_puts(b, "prof_gpu_stage_kernel_busy_seconds_total{stage=\"");
+        put_label(b, pub[i].stage);
+        prof_buf_printf(b, "\",rank=\"%d\"} ", rank);
+        prof_buf_fixed(b, (double)pub[i].busy_ns / 1e9, 9);
+        prof_buf_puts(b, "\n");
+    }
+    if (npub > 0)
+        prof_buf_puts(b, "# HELP prof_gpu_stage_kernels_total Kernels, memcpys and memsets "
+                         "the GPU stage ran (PROF_CUDA=kernels).\n"
+                         "# TYPE prof_gpu_stage_kernels_total counter\n");
+    for (i = 0; i < npub; i++) {
+        prof_buf_puts(b, "prof_gpu_stage_kernels_total{stage=\"");
+        put_label(b, pub[i].stage);
+        prof_buf_printf(b, "\",rank=\"%d\"} %llu\n", rank, (unsigned long long)pub[i].count);
+    }
+    pthread_mutex_unlock(&pub_lock);
+}
+
 const struct prof_sink prof_kstats_sink = {
     .name = "kernels",
+    .tick = sink_tick,
     .gpu_kernel = sink_gpu_kernel,
     .stage_gone = sink_stage_gone,
 };

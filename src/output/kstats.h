@@ -23,6 +23,11 @@ void prof_kstats_text(struct prof_buf *b, const struct prof_stage *s, int window
  * when it ran none. */
 void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window);
 
+/* Prometheus text for the metrics thread (metrics.c): per GPU stage (the
+ * 32 busiest), its kernels' busy seconds and count over the run. Any
+ * thread; takes only this file's publication lock. */
+void prof_kstats_metrics(struct prof_buf *b, int rank);
+
 /* A periodic summary closed the window. */
 void prof_kstats_window_close(void);
 

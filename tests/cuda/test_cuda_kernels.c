@@ -160,6 +160,37 @@ static void expect(const char *hay, const char *needle)
 
 static void check_trace(void);
 
+/* PROF_METRICS: the stages' kernel busy seconds and counts, once the
+ * file (rewritten every second) has them. */
+static void check_metrics(void)
+{
+    const char *path = getenv("PROF_METRICS");
+    static char m[65536];
+    const char *want[] = {
+        "prof_gpu_stage_kernel_busy_seconds_total{stage=\"outer [gpu]\",rank=\"0\"} 0.001100000\n",
+        "prof_gpu_stage_kernels_total{stage=\"outer [gpu]\",rank=\"0\"} 4\n",
+        "prof_gpu_stage_kernels_total{stage=\"(no zone) [gpu]\",rank=\"0\"} 3\n",
+    };
+    size_t n = 0;
+
+    CHECK(path != NULL);
+    for (int i = 0; i < 1000; i++) {
+        FILE *fp = fopen(path, "r");
+
+        n = 0;
+        if (fp != NULL) {
+            n = fread(m, 1, sizeof m - 1, fp);
+            fclose(fp);
+        }
+        m[n] = '\0';
+        if (strstr(m, want[2]) != NULL)
+            break;
+        pause_ms(20);
+    }
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECKF(strstr(m, want[i]) != NULL, "no %s in the metrics:\n%s", want[i], m);
+}
+
 static void attribution(void)
 {
     pthread_t b;
@@ -232,6 +263,7 @@ static void attribution(void)
         CHECKF(busy_ns >= 1260000 && busy_ns <= 1495000, "GPU busy %.0f ns", busy_ns);
     }
     CHECKF(dropped_count() == 0, "dropped %llu", (unsigned long long)dropped_count());
+    check_metrics();
     check_trace();
 }
 
