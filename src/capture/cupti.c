@@ -150,7 +150,7 @@ int prof_cupti_open(void)
     static const int kinds[] = {CUPTI_KIND_CONCURRENT_KERNEL, CUPTI_KIND_MEMCPY,
                                 CUPTI_KIND_MEMSET, CUPTI_KIND_RUNTIME, CUPTI_KIND_DRIVER};
     const struct prof_config *cfg = prof_config_get();
-    const char *lib = cfg->cupti_lib, *missing = NULL, *err = NULL, *s;
+    const char *lib = cfg->cupti_lib, *missing = NULL, *err = NULL;
     void *h = NULL;
     CUptiResult rc;
     unsigned i;
@@ -170,10 +170,9 @@ int prof_cupti_open(void)
                       "use events", err != NULL ? err : lib);
         return -ENODEV;
     }
-    s = getenv("PROF_CUPTI_BUFFERS");
-    max_bufs = CUPTI_BUFS_DEFAULT;
-    if (s != NULL && atoi(s) > 0)
-        max_bufs = (unsigned)atoi(s) < CUPTI_BUFS_MAX ? (unsigned)atoi(s) : CUPTI_BUFS_MAX;
+    max_bufs = cfg->cupti_buffers != 0 ? cfg->cupti_buffers : CUPTI_BUFS_DEFAULT;
+    if (max_bufs > CUPTI_BUFS_MAX)
+        max_bufs = CUPTI_BUFS_MAX;
 
 #define REQUIRE(field, name) \
     do { \
