@@ -15,7 +15,8 @@
  *     table, then the innermost zone open on its stream at L (the latest
  *     begin <= L among those not ended before L), whichever thread opened
  *     it: kernels that autograd's thread launches land in the zone around
- *     backward(). None: the stage "(no zone)".
+ *     backward(). None: the stage "(no zone)". The zones around that one,
+ *     open at L too, have it in their span (not in their kernels).
  *
  * Ordering. The buffers are taken before the rings are drained
  * (prof_kernels_pass_begin), so a zone open at a kernel's launch had
@@ -24,9 +25,10 @@
  * (the span of its kernels) is final when no more kernels can come for it:
  * when a kernel launched after its end has been read on its stream (a
  * stream runs in order), or 1 s after its end (KZ_HOLD_NS), or at
- * shutdown. Kernels of a zone already delivered (a GPU more than 1 s
- * behind) still count in the stage's busy time and kernels, not in its
- * span.
+ * shutdown. A zone complete the first way is forgotten at once; one
+ * delivered after the hold is kept KZ_KEEP_NS more, so that kernels of a
+ * GPU more than 1 s behind still find it: they count in the stage's busy
+ * time and kernels, not in its span.
  *
  * Bounds: KZ_ZONES zones kept, KZ_PENDING kernels waiting for their API
  * record, KZ_API launches remembered, KZ_NAMES distinct kernel names (then
@@ -48,6 +50,7 @@
                                        218 ms of zones at 300k zones/s, as
                                        the event pool (cuda_pool.c) */
 #define KZ_SCAN 4096                /* zones looked at per kernel, at most */
+#define KZ_STALE_SCAN 64            /* zones looked at for lost ends */
 #define KZ_API (1u << 16)           /* launches remembered (direct-mapped) */
 #define KZ_PENDING 65536            /* kernels waiting for their launch */
 #define KZ_PENDING_PASSES 64        /* then placed by their GPU start */
@@ -125,18 +128,25 @@ int prof_kernels_zone(struct prof_thread *t, const char *name, uint32_t sid, uin
         lost += is_end ? 0 : 1;
         return 0;
     }
-    if (is_end) {
-        for (i = s->n; i-- > 0;) {
-            z = &s->z[i];
-            if (z->e == 0 && z->t == t && z->depth == depth && z->name == name) {
-                z->e = ns > z->b ? ns : z->b;
-                if (z->e - z->b > s->max_dur)
-                    s->max_dur = z->e - z->b;
-                break;
-            }
+    /* A zone of t still open at this depth or deeper, among the stream's
+     * newest, lost its end record (a full ring): it ends here, rather than
+     * take every later kernel of the stream. An end looks further back,
+     * for its own begin. */
+    for (i = s->n; i-- > 0 && (is_end || s->n - i <= KZ_STALE_SCAN);) {
+        z = &s->z[i];
+        if (z->e != 0 || z->t != t || z->depth < depth)
+            continue;
+        if (is_end && z->depth == depth && z->name == name) {
+            z->e = ns > z->b ? ns : z->b;
+            if (z->e - z->b > s->max_dur)
+                s->max_dur = z->e - z->b;
+            break;
         }
-        return s->device;
+        if (s->n - i <= KZ_STALE_SCAN)
+            z->e = ns > z->b ? ns : z->b;
     }
+    if (is_end)
+        return s->device;
     if (nzones >= KZ_ZONES || (s->n == s->cap && s->cap >= KZ_ZONES)) {
         lost++;
         prof_log_once(&note_zones, "over %u CUDA zones were waiting for their kernels "
