@@ -240,11 +240,14 @@ static void sink_tick(uint64_t now_ns)
 
     (void)now_ns;
     if (prof_process_get()->pid != owner_pid) {
-        /* A forked child: the lock may have been held by a thread of the
-         * parent's; the stages are the child's own from here. */
+        /* A forked child, as gpu_busy.c finds it: the lock may have been
+         * held by a thread of the parent's. The first tick of a process
+         * only notes its pid. */
+        if (owner_pid != 0) {
+            pthread_mutex_init(&pub_lock, NULL);
+            npub = 0;
+        }
         owner_pid = prof_process_get()->pid;
-        pthread_mutex_init(&pub_lock, NULL);
-        npub = 0;
     }
     if (stages.len == 0)
         return;
