@@ -104,7 +104,9 @@ enum {
     PROF_RECORD_MARK_ = 2,
     PROF_RECORD_STEP_ = 3,     /* end holds the step number */
     PROF_RECORD_CUDA_ = 4,     /* start holds the pooled event pair */
-    /* 5: unused */
+    PROF_RECORD_KZONE_ = 5,    /* PROF_CUDA=kernels: a CUDA zone's begin or end;
+                                  start: ticks, end: CUPTI's stream id, bit 32
+                                  set at the end (cuda.c, kernels.c) */
     PROF_RECORD_SKIP_ = 6,     /* not a record: the owner wrapped early, and
                                   end slots, this one included, hold nothing */
     PROF_RECORD_GAP_ = 7       /* not a zone: records were dropped (ring

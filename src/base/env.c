@@ -271,13 +271,23 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
     if ((v = lookup("PROF_CUDA")) != NULL) {
         if (strcmp(v, "auto") == 0)
             cfg->cuda = PROF_CUDA_AUTO;
+        else if (strcmp(v, "kernels") == 0)
+            cfg->cuda = PROF_CUDA_KERNELS;
         else if (parse_switch(v, &sw) == 0)
             cfg->cuda = sw == PROF_SWITCH_ON ? PROF_CUDA_ON : PROF_CUDA_OFF;
         else
-            bad++, bad_value("PROF_CUDA", v, "auto, 0 or 1", "auto");
+            bad++, bad_value("PROF_CUDA", v, "auto, kernels, 0 or 1", "auto");
     }
     if ((v = lookup("PROF_CUDA_LIB")) != NULL)
         cfg->cuda_lib = dup_or_warn(v);
+    if ((v = lookup("PROF_CUPTI_LIB")) != NULL)
+        cfg->cupti_lib = dup_or_warn(v);
+    if ((v = lookup("PROF_CUPTI_BUFFERS")) != NULL) {
+        if (prof_parse_size(v, &n) == 0 && n >= 1 && n <= 256)
+            cfg->cupti_buffers = (unsigned)n;
+        else
+            bad++, bad_value("PROF_CUPTI_BUFFERS", v, "1 to 256 (MiB buffers)", "8");
+    }
     if ((v = lookup("PROF_NVTX")) != NULL) {
         if (parse_switch(v, &sw) == 0)
             cfg->nvtx = sw == PROF_SWITCH_ON;
@@ -340,6 +350,7 @@ void prof_config_clear(struct prof_config *cfg)
     free(cfg->summary_path);
     free(cfg->trace_path);
     free(cfg->cuda_lib);
+    free(cfg->cupti_lib);
     free(cfg->nvml_lib);
     free(cfg->metrics_path);
     memset(cfg, 0, sizeof *cfg);

@@ -5,7 +5,8 @@
 #include <stdint.h>
 
 enum prof_switch { PROF_SWITCH_UNSET = -1, PROF_SWITCH_OFF = 0, PROF_SWITCH_ON = 1 };
-enum prof_cuda_mode { PROF_CUDA_AUTO = 0, PROF_CUDA_OFF = 1, PROF_CUDA_ON = 2 };
+/* PROF_CUDA_KERNELS: GPU sides from CUPTI's kernel records, not events. */
+enum prof_cuda_mode { PROF_CUDA_AUTO = 0, PROF_CUDA_OFF = 1, PROF_CUDA_ON = 2, PROF_CUDA_KERNELS = 3 };
 /* PROF_TO_HANDLER ("logging"): to the summary handler a binding installs
  * (Python's logging); stderr when none is installed. */
 enum prof_summary_to { PROF_TO_STDERR = 0, PROF_TO_STDOUT, PROF_TO_FILE, PROF_TO_OFF, PROF_TO_HANDLER };
@@ -28,6 +29,8 @@ struct prof_config {
     uint64_t trace_max_bytes;    /* PROF_TRACE_MAX_MB in bytes; 0 = no limit */
     int cuda;                    /* PROF_CUDA: enum prof_cuda_mode */
     char *cuda_lib;              /* PROF_CUDA_LIB: driver library to dlopen, or NULL */
+    char *cupti_lib;             /* PROF_CUPTI_LIB: CUPTI library to dlopen, or NULL */
+    unsigned cupti_buffers;      /* PROF_CUPTI_BUFFERS: 1 MiB buffers; 0: the default */
     int nvtx;                    /* PROF_NVTX=1 */
     int gpu_check_off;           /* PROF_GPU_CHECK=0 */
     int nvml_off;                /* PROF_NVML=0 */

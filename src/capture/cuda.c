@@ -46,6 +46,8 @@
 #include "cuda.h"
 #include "cuda_driver.h"
 #include "cuda_pool.h"
+#include "cupti.h"
+#include "env.h"
 #include "log.h"
 
 enum cuda_state {
@@ -53,7 +55,9 @@ enum cuda_state {
     CUDA_LOADING,       /* a thread is loading the driver */
     CUDA_READY,
     CUDA_UNAVAILABLE,   /* off, absent or broken: CPU side only */
-    CUDA_FORKED         /* a child of a process that used CUDA */
+    CUDA_FORKED,        /* a child of a process that used CUDA */
+    CUDA_KERNELS        /* PROF_CUDA=kernels: CUPTI, no events (READY's
+                           pools are there too, for a fallback) */
 };
 
 static int state;                       /* enum cuda_state; atomic */
@@ -102,8 +106,11 @@ static int cuda_load(struct prof_thread_ *t)
         __atomic_store_n(&state, CUDA_LOADING, __ATOMIC_RELAXED);
         /* Either failing has said why, once: CPU side only from now on. */
         s = CUDA_UNAVAILABLE;
-        if (prof_cuda_driver_open() == 0 && prof_cuda_cache_init() == 0)
+        if (prof_cuda_driver_open() == 0 && prof_cuda_cache_init() == 0) {
             s = CUDA_READY;
+            if (prof_config_get()->cuda == PROF_CUDA_KERNELS && prof_cupti_open() == 0)
+                s = CUDA_KERNELS;
+        }
         /* Release: prof_cu and the cache key are visible to whoever
          * sees READY. */
         __atomic_store_n(&state, s, __ATOMIC_RELEASE);
@@ -168,6 +175,76 @@ static void record_failed(struct cuda_pair *p, CUresult rc)
     }
 }
 
+/* PROF_CUDA=kernels: CUPTI's id of each stream this thread used last
+ * (the legacy stream's depends on the current context). */
+#define KMEMO 4
+static __thread struct {
+    void *stream, *ctx;
+    uint32_t id;
+} kmemo[KMEMO];
+static __thread unsigned kmemo_next;
+
+/* Push a PROF_RECORD_KZONE_ record: the zone's begin (its start ticks) or
+ * end (now), on CUPTI's stream sid. */
+static void push_kzone(struct prof_thread_ *t, const prof_zone *cpu, uint32_t sid, int is_end)
+{
+    if (prof_busy_enter_(t)) {
+        prof_ring_push_(t, is_end ? prof_ticks_now_() : cpu->start,
+                        (uint64_t)sid | ((uint64_t)is_end << 32), cpu->name, cpu->parent,
+                        cpu->depth, PROF_RECORD_KZONE_);
+        prof_busy_leave_(t);
+    }
+}
+
+/* The zone's begin with PROF_CUDA=kernels: no event, one record with its
+ * stream's CUPTI id (events keep the end's record for the end). Returns
+ * 1 when it took the zone, 0 when CUPTI failed since (the caller goes on
+ * with events). */
+static int kernels_begin(prof_cuda_zone *z, struct prof_thread_ *t, CUstream stream)
+{
+    CUcontext ctx = NULL;
+    CUresult rc;
+    uint32_t id = 0;
+    int memo, i;
+
+    if (prof_cupti_failed()) {
+        int expect = CUDA_KERNELS;
+
+        __atomic_compare_exchange_n(&state, &expect, CUDA_READY, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+        return 0;
+    }
+    ctx = stream_context(stream, 1, &memo, &rc);
+    if (ctx == NULL) {
+        if (rc == CU_ERROR_NOT_INITIALIZED)
+            prof_log_once(&note_uninit, "a CUDA zone ran before the program initialized CUDA "
+                          "(cuInit): prof does not start CUDA itself, so such zones time the "
+                          "CPU side only");
+        else
+            prof_log_once(&note_noctx, "a CUDA zone ran with no CUDA context current (or an "
+                          "invalid stream): its GPU side is skipped");
+        return 1;
+    }
+    for (i = 0; i < KMEMO && !(kmemo[i].stream == stream && kmemo[i].ctx == ctx); i++)
+        ;
+    if (i < KMEMO) {
+        id = kmemo[i].id;
+    } else if (prof_cupti_stream_id(ctx, stream, &id) == 0) {
+        i = (int)(kmemo_next++ % KMEMO);
+        kmemo[i].stream = stream;
+        kmemo[i].ctx = ctx;
+        kmemo[i].id = id;
+    } else {
+        prof_log_once(&note_noctx, "a CUDA zone ran with no CUDA context current (or an "
+                      "invalid stream): its GPU side is skipped");
+        return 1;
+    }
+    push_kzone(t, &z->cpu, id, 0);
+    /* Odd: never a pair's address nor lost_mark's range (checked first). */
+    z->events = (void *)(((uintptr_t)id << 1) | 1);
+    return 1;
+}
+
 PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
 {
     prof_cuda_zone z;
@@ -194,7 +271,9 @@ PROF_API prof_cuda_zone prof_cuda_zone_begin(const char *name, void *stream)
         else if (st == CUDA_FORKED)
             prof_log_once(&note_forked, "CUDA zones in a child forked from a process that used "
                           "CUDA time the CPU side only");
-        if (st != CUDA_READY)
+        if (st == CUDA_KERNELS && kernels_begin(&z, t, (CUstream)stream))
+            return z;
+        if (st != CUDA_READY && st != CUDA_KERNELS)
             return z;
     }
 
@@ -266,6 +345,14 @@ PROF_API void prof_cuda_zone_end(prof_cuda_zone *z)
     } else if (p != NULL) {
         z->events = NULL;
         t = prof_thread_self_;
+        if (PROF_UNLIKELY_((uintptr_t)p & 1)) {
+            /* PROF_CUDA=kernels: its end, on this thread (the CPU side
+             * refuses another one's). */
+            if ((struct prof_thread_ *)((uintptr_t)z->cpu.thread & ~(uintptr_t)1) == t)
+                push_kzone(t, &z->cpu, (uint32_t)((uintptr_t)p >> 1), 1);
+            prof_zone_end_inline_(&z->cpu);
+            return;
+        }
         if (PROF_UNLIKELY_((struct prof_thread_ *)((uintptr_t)z->cpu.thread & ~(uintptr_t)1) != t)) {
             /* Ended on another thread than it began on: refused, like its
              * CPU side (its end below counts the zone once). The pair
@@ -315,8 +402,9 @@ void prof_cuda_atfork_child(void)
      * held by other (now gone) threads are re-made; pools, pending zones
      * and this thread's cache are forgotten (not freed: their contents
      * belong to the parent's contexts). */
-    if (s == CUDA_READY || s == CUDA_LOADING)
+    if (s == CUDA_READY || s == CUDA_LOADING || s == CUDA_KERNELS)
         __atomic_store_n(&state, CUDA_FORKED, __ATOMIC_RELAXED);
+    prof_cupti_atfork_child();
     pthread_mutex_init(&load_lock, NULL);
     prof_cuda_pool_atfork_child();
     /* Pending zones, the collector's side: fork.c forgets them. */

@@ -10,6 +10,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "cuda.h"
+#include "kernels.h"
 #include "drain.h"
 #include "env.h"
 #include "loss.h"
@@ -257,7 +258,7 @@ static int window_check_locked(const struct prof_thread *t, const prof_record_ *
 {
     uint32_t kind = r->kind & PROF_RECORD_KIND_MASK_;
 
-    if (held.t != t || kind == PROF_RECORD_CUDA_)
+    if (held.t != t || kind == PROF_RECORD_CUDA_ || kind == PROF_RECORD_KZONE_)
         return 0;
     if (kind == PROF_RECORD_STEP_ || kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks) {
         window_release_locked();
@@ -328,6 +329,12 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
     case PROF_RECORD_CUDA_:
         device = prof_cuda_submit(r);
         SINKS_ALL(gpu_launch, t, r->name, device);
+        break;
+    case PROF_RECORD_KZONE_:
+        device = prof_kernels_zone(t, r->name, (uint32_t)r->end, r->depth, (int)(r->end >> 32),
+                                   prof_clock_map_ns(cm, r->start));
+        if (r->end >> 32)
+            SINKS_ALL(gpu_launch, t, r->name, device);
         break;
     case PROF_RECORD_GAP_:
         prof_self_gap(t);
@@ -432,14 +439,53 @@ static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, u
                      uint64_t end_ns)
 {
     struct prof_stage *gpu = prof_stats_stage(name, PROF_STAGE_GPU);
-    struct prof_stage *cpu = prof_stats_stage(name, 0);
+    /* Kernels outside every zone have no CPU stage: a row of their own. */
+    struct prof_stage *cpu = name == prof_kernels_no_zone ? NULL : prof_stats_stage(name, 0);
 
     (void)ctx;
-    if (gpu == NULL || cpu == NULL) {
+    if (gpu == NULL || (cpu == NULL && name != prof_kernels_no_zone)) {
         prof_rt.lost_memory++;
         return;
     }
     SINKS_ALL(gpu_zone, gpu, cpu, device, stream, start_ns, end_ns);
+}
+
+int prof_gpu_from_kernels;
+
+static void gpu_lost_sink(void *ctx, const char *raw_name, int cause);
+
+/* PROF_CUDA=kernels (kernels.c): a zone's GPU side, the span of its
+ * kernels. The same stages and sinks as the events' GPU zones; the
+ * busy share takes the kernels themselves instead (prof_gpu_from_kernels). */
+static void kzone_sink(const char *name, int device, uint64_t stream, uint64_t start_ns,
+                       uint64_t end_ns)
+{
+    prof_gpu_from_kernels = 1;
+    gpu_sink(NULL, name, device, stream, start_ns, end_ns);
+    prof_gpu_from_kernels = 0;
+}
+
+/* One kernel, for the GPU stage of its zone. Outside every zone, each
+ * kernel is a GPU zone of its own, of the stage "(no zone)". */
+static void kernel_sink(const char *zone_raw, int device, uint64_t stream, const char *kname,
+                        uint64_t start_ns, uint64_t end_ns)
+{
+    struct prof_stage *gpu = prof_stats_stage(zone_raw, PROF_STAGE_GPU);
+
+    if (gpu == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    if (zone_raw == prof_kernels_no_zone)
+        kzone_sink(zone_raw, device, stream, start_ns, end_ns);
+    SINKS_ALL(gpu_kernel, gpu, device, stream, kname, start_ns, end_ns);
+}
+
+static void gpu_poll(int final)
+{
+    prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
+    if (prof_config_get()->cuda == PROF_CUDA_KERNELS)
+        prof_kernels_poll(kernel_sink, kzone_sink, final);
 }
 
 /* A GPU side lost on the collector's side (cuda_poll.c). */
@@ -459,6 +505,8 @@ void prof_drain_locked(void)
      * ring dropped it (prof_periodic_locked). */
     prof_rt.step_due_drained = __atomic_load_n(&prof_summary_step_due, __ATOMIC_ACQUIRE);
     prof_drain_stopped = 0;
+    if (prof_config_get()->cuda == PROF_CUDA_KERNELS)
+        prof_kernels_pass_begin();
     prof_clock_calibrate();
     prof_registry_splice_locked();
     while (*link != NULL) {
@@ -482,8 +530,8 @@ void prof_drain_locked(void)
         }
     }
     window_pass_end_locked();
-    prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
-    lost = prof_cuda_lost();
+    gpu_poll(0);
+    lost = prof_cuda_lost() + prof_kernels_lost();
     if (lost != prof_rt.cuda_lost_seen) {
         /* GPU sides that could not be timed count as dropped records. */
         prof_rt.dropped += lost - prof_rt.cuda_lost_seen;
@@ -522,7 +570,13 @@ void prof_drain_window_release_locked(void)
 
 void prof_drain_gpu_poll_locked(void)
 {
-    prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
+    gpu_poll(0);
+}
+
+void prof_drain_gpu_final_locked(void)
+{
+    if (prof_config_get()->cuda == PROF_CUDA_KERNELS)
+        prof_kernels_poll(kernel_sink, kzone_sink, 1);
 }
 
 void prof_drain_tick(uint64_t now_ns)
@@ -556,7 +610,7 @@ void prof_collect_forget_locked(void)
         t->dropped_seen = prof_ring_dropped(&t->hot);
         t->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
     }
-    prof_rt.cuda_lost_seen = prof_cuda_lost();
+    prof_rt.cuda_lost_seen = prof_cuda_lost() + prof_kernels_lost();
     prof_rt.loss_seen = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +
                         __atomic_load_n(&prof_records_unattached, __ATOMIC_RELAXED) +
                         prof_rt.lost_memory + prof_stats_hist_lost;

@@ -30,6 +30,10 @@ void prof_drain_window_release_locked(void);
 /* Completed GPU zones polled and handed to the sinks. */
 void prof_drain_gpu_poll_locked(void);
 
+/* Shutdown (PROF_CUDA=kernels): CUPTI flushed, every kernel read and
+ * every zone's GPU side delivered. */
+void prof_drain_gpu_final_locked(void);
+
 /* Every sink's tick (periodic outputs: prof-top, PROF_METRICS). */
 void prof_drain_tick(uint64_t now_ns);
 

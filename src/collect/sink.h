@@ -58,6 +58,11 @@ struct prof_sink {
      * on the CPU clock. */
     void (*gpu_zone)(struct prof_stage *gpu, struct prof_stage *cpu, int device,
                      uint64_t stream, uint64_t start_ns, uint64_t end_ns);
+    /* PROF_CUDA=kernels: a kernel (memcpy, memset) that ran for the GPU
+     * stage gpu (its CUDA zone's, or "(no zone)"'s), on CUPTI's stream id
+     * `stream`; kname: its short name, interned (kernels.c). */
+    void (*gpu_kernel)(struct prof_stage *gpu, int device, uint64_t stream, const char *kname,
+                       uint64_t start_ns, uint64_t end_ns);
     /* A CUDA zone's record of t was taken: its GPU side runs on device
      * (-1: the driver did not say), or was lost on the application thread
      * (-2 - its cause, enum prof_cuda_lost_cause). */
@@ -85,6 +90,11 @@ struct prof_sink {
  * nothing here names an output. Until then only the statistics are fed
  * (prof_sinks_collect: what the collect floor itself provides). */
 extern const struct prof_sink *const *prof_sinks;
+
+/* Nonzero while gpu_zone is handed a zone whose GPU side is the span of
+ * its kernels (PROF_CUDA=kernels): the busy share takes the kernels
+ * themselves (gpu_kernel) instead. drain.c's. */
+extern int prof_gpu_from_kernels;
 extern const struct prof_sink *const prof_sinks_collect[];
 
 /* sink.c: sets prof_sinks to every output's sink, in order. Runtime lock

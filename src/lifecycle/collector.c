@@ -18,6 +18,7 @@
 #include "drain.h"
 #include "env.h"
 #include "gpu_busy.h"
+#include "kstats.h"
 #include "log.h"
 #include "loss.h"
 #include "runtime.h"
@@ -68,6 +69,7 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
     prof_rt.dropped_window = 0;
     prof_loss_window_reset();
     prof_gpu_window_close();
+    prof_kstats_window_close();
 }
 
 /* The drain, and the summary it marked due queued. */
@@ -152,6 +154,7 @@ void prof_final_report_locked(void)
         nanosleep(&ms, NULL);
         prof_rt_lock();
     }
+    prof_drain_gpu_final_locked();
     incomplete = prof_cuda_abandon();
     if (incomplete)
         prof_log("%zu GPU zones had not completed 2 s after shutdown began; they are not counted",

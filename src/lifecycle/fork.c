@@ -8,6 +8,7 @@
 #include "collector.h"
 #include "cuda.h"
 #include "cuda_poll.h"
+#include "kernels.h"
 #include "env.h"
 #include "fork.h"
 #include "intern.h"
@@ -73,6 +74,7 @@ static void atfork_child(void)
     prof_stats_reset();
     prof_cuda_atfork_child();
     prof_cuda_poll_atfork_child();
+    prof_kernels_atfork_child();
     prof_trace_forget_parent();
     /* Windows and losses count from the fork too. */
     prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();

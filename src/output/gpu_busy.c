@@ -369,16 +369,26 @@ static void forked_check(void)
     owner_pid = pid;
 }
 
+static void add_spans(int device, uint64_t stream, uint64_t start_ns, uint64_t end_ns);
+
 static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int device,
                           uint64_t stream, uint64_t start_ns, uint64_t end_ns)
 {
+    forked_check();
+    (void)gpu, (void)cpu;
+    /* PROF_CUDA=kernels: the kernels themselves are the busy time
+     * (sink_gpu_kernel), not their zones' spans. */
+    if (!prof_gpu_from_kernels)
+        add_spans(device, stream, start_ns, end_ns);
+}
+
+static void add_spans(int device, uint64_t stream, uint64_t start_ns, uint64_t end_ns)
+{
     int d, s;
 
-    forked_check();
     d = track_of(device, 0, 0);
     s = track_of(device, 1, stream);
 
-    (void)gpu, (void)cpu;
     if (d >= 0) {
         span_add(&tracks[d], start_ns, end_ns);
         if (tracks[d].bin_at == 0) {
@@ -388,6 +398,14 @@ static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int de
     }
     if (s >= 0)
         span_add(&tracks[s], start_ns, end_ns);
+}
+
+static void sink_gpu_kernel(struct prof_stage *gpu, int device, uint64_t stream,
+                            const char *kname, uint64_t start_ns, uint64_t end_ns)
+{
+    (void)gpu, (void)kname;
+    forked_check();
+    add_spans(device, stream, start_ns, end_ns);
 }
 
 void prof_gpu_lost(const char *raw_name, int cause)
@@ -646,6 +664,7 @@ const struct prof_sink prof_gpu_busy_sink = {
     .tick = sink_tick,
     .zone = sink_zone,
     .gpu_zone = sink_gpu_zone,
+    .gpu_kernel = sink_gpu_kernel,
     .thread_gone = sink_thread_gone,
     .stage_gone = sink_stage_gone,
     .pass_end = sink_pass_end,

@@ -32,6 +32,7 @@
 #include "env.h"
 #include "fdio.h"
 #include "gpu_busy.h"
+#include "kstats.h"
 #include "json.h"
 #include "live.h"
 #include "log.h"
@@ -217,6 +218,7 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
                       "# TYPE prof_stages_folded gauge\nprof_stages_folded", r_only,
                    s->table.folded);
     prof_gpu_metrics(b, s->rank >= 0 ? s->rank : 0);    /* GPU busy, NVML (gpu_busy.h) */
+    prof_kstats_metrics(b, s->rank >= 0 ? s->rank : 0); /* PROF_CUDA=kernels (kstats.h) */
     free(paths);
     prof_buf_free(&names);
 }

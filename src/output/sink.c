@@ -3,6 +3,7 @@
 #include <stddef.h>
 
 #include "gpu_busy.h"
+#include "kstats.h"
 #include "live.h"
 #include "registry.h"
 #include "sink.h"
@@ -17,6 +18,7 @@ static const struct prof_sink *const all[] = {
     &prof_trace_sink,            /* PROF_TRACE */
     &prof_live_sink,             /* PROF_LIVE, PROF_METRICS */
     &prof_gpu_busy_sink,         /* GPU busy share, NVML, the bottleneck check */
+    &prof_kstats_sink,           /* PROF_CUDA=kernels: what each GPU stage ran */
     NULL,
 };
 

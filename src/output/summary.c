@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "env.h"
 #include "gpu_busy.h"
+#include "kstats.h"
 #include "loss.h"
 #include "process.h"
 #include "registry.h"
@@ -217,6 +218,8 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
             prof_fmt_fixed(pct, sizeof pct, 100.0 * st.wall_share, 1);
             prof_buf_printf(b, " %5s%%\n", pct);
         }
+        if (st.flags & PROF_STAGE_GPU)
+            prof_kstats_text(b, r->rows[i].stage, v->window, (int)(2 * r->rows[i].depth + 4));
     }
     if (r->folded) {
         char t[24];
@@ -305,7 +308,9 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         prof_buf_double(b, st.wall_share);
         prof_buf_puts(b, ",\"hist\":[");
         prof_hist_foreach(&a->hist, hist_bucket, &hc);
-        prof_buf_puts(b, "]}");
+        prof_buf_puts(b, "]");
+        prof_kstats_json(b, s, v->window);    /* ,"kernels":{...} with PROF_CUDA=kernels */
+        prof_buf_puts(b, "}");
     }
     prof_buf_printf(b, "],\"folded_stages\":%zu,\"folded_total_ns\":%llu", r->folded,
                     (unsigned long long)r->folded_total);

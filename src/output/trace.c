@@ -807,6 +807,26 @@ void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint
                end_ns > start_ns ? end_ns - start_ns : 0);
 }
 
+void prof_trace_gpu_kernel(int device, uint64_t stream, const char *kname, uint64_t start_ns,
+                           uint64_t end_ns)
+{
+    uint32_t tid;
+
+    if (!room())
+        return;
+    tid = gpu_track(device, stream);
+    event_start();
+    prof_buf_puts(&buf, "\"name\":");
+    prof_buf_json_string(&buf, kname != NULL ? kname : "(null)");
+    prof_buf_puts(&buf, ",");
+    common("X", tid);
+    prof_buf_puts(&buf, ",\"ts\":");
+    prof_buf_us(&buf, rel(start_ns));
+    prof_buf_puts(&buf, ",\"dur\":");
+    prof_buf_us(&buf, end_ns > start_ns ? end_ns - start_ns : 0);
+    prof_buf_puts(&buf, ",\"cat\":\"gpu,kernel\"}");
+}
+
 void prof_trace_counter(struct prof_thread *t, const char *name, uint64_t ts, double value)
 {
     /* JSON has no NaN or Inf, and a null sample breaks the viewers'
@@ -974,6 +994,14 @@ static void sink_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, int de
         prof_trace_gpu_zone(gpu, device, stream, start_ns, end_ns);
 }
 
+static void sink_gpu_kernel(struct prof_stage *gpu, int device, uint64_t stream,
+                            const char *kname, uint64_t start_ns, uint64_t end_ns)
+{
+    (void)gpu;
+    if (prof_trace_active())
+        prof_trace_gpu_kernel(device, stream, kname, start_ns, end_ns);
+}
+
 static void sink_thread_gone(struct prof_thread *t)
 {
     struct trace_thread *tt = t->side[PROF_SIDE_TRACE], **link = &trace_threads;
@@ -1028,6 +1056,7 @@ const struct prof_sink prof_trace_sink = {
     .mark = sink_mark,
     .step = sink_step,
     .gpu_zone = sink_gpu_zone,
+    .gpu_kernel = sink_gpu_kernel,
     .thread_gone = sink_thread_gone,
     .stage_gone = sink_stage_gone,
     .pass_end = sink_pass_end,

@@ -31,6 +31,11 @@ void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stag
 void prof_trace_place(struct prof_thread *t, uint32_t depth, uint64_t *start, uint64_t *end);
 void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint64_t start_ns,
                          uint64_t end_ns);
+
+/* PROF_CUDA=kernels: a kernel (memcpy, memset) named kname, a slice on
+ * its stream's GPU track, under its zone's ("cat": "gpu,kernel"). */
+void prof_trace_gpu_kernel(int device, uint64_t stream, const char *kname, uint64_t start_ns,
+                           uint64_t end_ns);
 void prof_trace_counter(struct prof_thread *t, const char *name, uint64_t ts_ns, double value);
 /* cat "mark" or "step" (step >= 0 adds args.step). */
 void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat, uint64_t ts_ns,

@@ -67,6 +67,7 @@ typedef struct fstream {
     uint64_t *log;              /* GPU stamps of the events recorded on it */
     size_t nlog, caplog;
     uint64_t nrecords;
+    uint32_t id;                /* as CUPTI numbers streams (fakecupti.c) */
     struct fstream *next_all;   /* every stream ever created: see all_streams */
 } fstream;
 
@@ -124,6 +125,13 @@ static int fail_code = CUDA_ERROR_UNKNOWN;
 static int init_fail;
 static long live_events, live_events_peak;
 static fctx *primary[MAX_DEVICES];
+static uint32_t next_stream_id = 7;
+
+/* The fake CUPTI's (fakecupti.c): told of each kernel, memcpy and memset
+ * with its simulated GPU times and the CPU time of its launch. */
+typedef void (*fakecuda_activity_fn)(int kind, uint32_t stream_id, int device, uint64_t start,
+                                     uint64_t end, const char *name, uint64_t cpu_ns);
+static fakecuda_activity_fn activity_hook;
 
 static __thread fctx *ctx_stack[STACK_MAX];
 static __thread int ctx_depth;
@@ -248,6 +256,7 @@ static fctx *ctx_new(int device)
     c->device = device;
     c->null_stream.magic = MAGIC_STREAM;
     c->null_stream.ctx = c;
+    c->null_stream.id = next_stream_id++;
     return c;
 }
 
@@ -391,6 +400,7 @@ FAKE_API CUresult cuStreamCreate(CUstream *s, unsigned flags)
     st->magic = MAGIC_STREAM;
     st->ctx = c;
     st->flags = flags;
+    st->id = next_stream_id++;
     *s = st;
     LEAVE(CUDA_SUCCESS);
 }
@@ -580,22 +590,72 @@ FAKE_API void fakecuda_stream_move(CUstream s, CUcontext c)
     pthread_mutex_unlock(&lock);
 }
 
-/* Queue ns of simulated kernel work on a stream. */
-FAKE_API void fakecuda_launch(CUstream s, uint64_t ns)
+/* Queue ns of simulated work of a CUPTI activity kind (10 a kernel, 1 a
+ * memcpy, 2 a memset) on a stream; the fake CUPTI, when enabled, hears of
+ * it with its GPU times. */
+FAKE_API void fakecuda_launch_kind(CUstream s, uint64_t ns, int kind, const char *name)
 {
     fstream *st;
-    uint64_t t;
+    uint64_t t = 0, cpu;
+    uint32_t id = 0;
+    int device = 0;
+    fakecuda_activity_fn hook;
 
     pthread_mutex_lock(&lock);
     configure();
+    cpu = now_ns();
     st = stream_of(s);
     if (st != NULL) {
-        t = now_ns() + latency_ns;
+        t = cpu + latency_ns;
         if (st->busy_until > t)
             t = st->busy_until;
         st->busy_until = t + ns;
+        id = st->id;
+        device = st->ctx->device;
     }
+    hook = activity_hook;
     pthread_mutex_unlock(&lock);
+    if (st != NULL && hook != NULL)
+        hook(kind, id, device, t, t + ns, name, cpu);
+}
+
+/* Queue ns of simulated kernel work on a stream. */
+FAKE_API void fakecuda_launch(CUstream s, uint64_t ns)
+{
+    fakecuda_launch_kind(s, ns, 10, "_Z11fake_kernelv");
+}
+
+FAKE_API void fakecuda_set_activity_hook(fakecuda_activity_fn fn)
+{
+    pthread_mutex_lock(&lock);
+    activity_hook = fn;
+    pthread_mutex_unlock(&lock);
+}
+
+/* CUPTI's id of a stream (cuptiGetStreamIdEx): a special handle is the
+ * default stream of ctx, or of the current context. 0, or -1. */
+FAKE_API int fakecuda_stream_id(CUcontext ctx, CUstream s, uint32_t *id)
+{
+    fstream *st = NULL;
+
+    pthread_mutex_lock(&lock);
+    if ((uintptr_t)s <= 2)
+        st = ctx_ok(ctx) ? &ctx->null_stream : stream_of(s);
+    else if (s->magic == MAGIC_STREAM)
+        st = s;
+    if (st != NULL)
+        *id = st->id;
+    pthread_mutex_unlock(&lock);
+    return st != NULL ? 0 : -1;
+}
+
+/* A stream's CUPTI id, for tests. */
+FAKE_API uint32_t fakecuda_stream_cupti_id(CUstream s)
+{
+    uint32_t id = 0;
+
+    fakecuda_stream_id(NULL, s, &id);
+    return id;
 }
 
 /* Copy up to cap GPU stamps of the events recorded on s (in order; the

@@ -12,6 +12,11 @@
  *           busy figure within 5 points of NVML's (nvidia-smi's) and the
  *           line names the data stage
  * gpubound  5 ms kernels kept two deep for 2 s: busy over 85%, no check
+ * kernels   (PROF_CUDA=kernels) zones around spin kernels of 1 ms and 50 us,
+ *           busy and idle: per zone the GPU stage is the kernel's own span
+ *           (CUPTI's: the spin's length, +0 to +5 us), the stage's busy time
+ *           the kernels' sum, its count the zones', the top kernel "spin";
+ *           skips without CUPTI (or with another tool holding it)
  *
  * The driver API is loaded with dlopen as prof does (no toolkit headers);
  * the kernel is PTX (GPU_SPIN_PTX, built by nvcc from spin.cu, or the same
@@ -203,6 +208,72 @@ static void duration(const char *name, uint64_t ns, int idle)
 
 static char text[16384];
 
+static char cupti_note[512];
+
+static void keep_note(void *user, const char *message)
+{
+    (void)user;
+    if (strstr(message, "PROF_CUDA=kernels but") != NULL)
+        snprintf(cupti_note, sizeof cupti_note, "%s", message);
+    fprintf(stderr, "[prof] %s\n", message);
+}
+
+/* A number after "key": in the "kernels" member of stage name (JSON). */
+static double kernels_number(const char *json, const char *name, const char *key)
+{
+    char pat[128];
+    const char *p;
+    double v = -1;
+
+    snprintf(pat, sizeof pat, "{\"name\":\"%s\"", name);
+    CHECKF((p = strstr(json, "\"total\":")) != NULL && (p = strstr(p, pat)) != NULL,
+           "no stage %s in the JSON", name);
+    CHECKF((p = strstr(p, "\"kernels\":{")) != NULL, "no kernels for %s", name);
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    CHECKF((p = strstr(p, pat)) != NULL, "no %s for %s", key, name);
+    v = strtod(p + strlen(pat), NULL);
+    return v;
+}
+
+/* PROF_CUDA=kernels: the zones' GPU sides are CUPTI's kernel spans. */
+static void kernels(const char *name, uint64_t ns, int idle)
+{
+    static char json[1 << 18];
+    prof_stage_stats st;
+    char gpu[64];
+    int n = 100;
+    double busy, count;
+
+    for (int i = 0; i < n; i++) {
+        PROF_CUDA_ZONE(name, stream);
+        spin(ns);
+        if (idle) {
+            cu.stream_sync(stream);
+            sleep_ns(1 * MS);
+        }
+    }
+    if (cupti_note[0] != '\0')
+        SKIP("%s", cupti_note);
+    spin(0);    /* a later launch on the stream: the zones' spans are complete */
+    snprintf(gpu, sizeof gpu, "%s [gpu]", name);
+    CHECKF(wait_count(gpu, (uint64_t)n) == (uint64_t)n, "%s: GPU sides missing", gpu);
+    CHECKF(prof_stats(gpu, &st) == 0, "no %s", gpu);
+    CHECKF(prof_summary_snprint(json, sizeof json, PROF_FORMAT_JSON) > 0, "no summary");
+    busy = kernels_number(json, gpu, "busy_ns");
+    count = kernels_number(json, gpu, "count");
+    printf("gpu: %s (kernels): kernel %.1f us, GPU zone p50 %.2f us (+%.2f us), min %.2f us, "
+           "max %.2f us; busy %.1f us per zone, %.0f kernels\n", gpu, (double)ns / 1e3,
+           st.p50_ns / 1e3, (st.p50_ns - (double)ns) / 1e3, (double)st.min_ns / 1e3,
+           (double)st.max_ns / 1e3, busy / n / 1e3, count);
+    CHECKF(count == n, "%s: %.0f kernels for %d zones", gpu, count, n);
+    CHECKF(st.p50_ns >= (double)ns && st.p50_ns <= (double)ns + 5000.0,
+           "%s: p50 %.0f ns for a %llu ns kernel", gpu, st.p50_ns, (unsigned long long)ns);
+    /* One kernel per zone: the busy time is the zones' spans summed. */
+    CHECKF(busy >= (double)st.total_ns - 1 && busy <= (double)st.total_ns + 1,
+           "%s: busy %.0f ns, spans %llu ns", gpu, busy, (unsigned long long)st.total_ns);
+    CHECKF(strstr(json, "\"top\":[{\"name\":\"spin\"") != NULL, "spin is not the top kernel");
+}
+
 static const char *gpu_line(void)
 {
     static char line[512];
@@ -230,6 +301,13 @@ int main(int argc, char **argv)
         duration("busy 1 ms", 1 * MS, 0);
         duration("busy 50 us", 50 * US, 0);
         duration("idle 1 ms", 1 * MS, 1);
+        return 0;
+    }
+    if (strcmp(mode, "kernels") == 0) {
+        prof_set_logger(keep_note, NULL);
+        kernels("busy 1 ms", 1 * MS, 0);
+        kernels("busy 50 us", 50 * US, 0);
+        kernels("idle 1 ms", 1 * MS, 1);
         return 0;
     }
     if (strcmp(mode, "rate") == 0) {

@@ -1,0 +1,330 @@
+/* kstats.c - what each GPU stage ran (PROF_CUDA=kernels).
+ *
+ * A sink (sink.h) fed one kernel at a time by kernels.c through the
+ * drain, already given to its stage. Per stage and per view (window,
+ * run): the kernels' count, their busy time, and their time per name.
+ *
+ * Busy time is the union of the kernels' intervals (kernels of one stage
+ * on two streams that overlap count once): KS_SPANS sorted disjoint spans
+ * are kept, and when full the oldest is folded into a closed sum; a kernel
+ * that arrives older than that (kernels arrive nearly in time order) is
+ * added whole. Names: KS_NAMES per stage, the rest "(other kernels)".
+ * kernels.c interns the names, so a pointer compare finds one. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kstats.h"
+#include "map.h"
+#include "process.h"
+#include "stats.h"
+
+#define KS_SPANS 32
+#define KS_NAMES 16
+#define KS_TOP 3
+#define KS_PUB 32                   /* stages in the metrics, the busiest */
+
+struct kname {
+    const char *name;
+    uint64_t ns;
+};
+
+struct kacc {
+    uint64_t count, closed_ns, total_ns, other_ns;
+    uint64_t sa[KS_SPANS], sb[KS_SPANS];
+    unsigned nspans;
+    struct kname names[KS_NAMES];
+};
+
+struct kstage {
+    struct kacc win, run;
+};
+
+static struct prof_map stages;      /* stage -> struct kstage */
+
+/* The metrics' copy, for the metrics thread (prof_kstats_metrics). */
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char stage[128];
+    uint64_t busy_ns, count;
+} pub[KS_PUB];
+static int npub;
+static int owner_pid;               /* the process the copy is of */
+
+static void span_add(struct kacc *k, uint64_t a, uint64_t b)
+{
+    unsigned i, j;
+
+    if (k->nspans > 0 && b < k->sa[0] && k->nspans == KS_SPANS) {
+        k->closed_ns += b - a;  /* older than what is kept */
+        return;
+    }
+    /* Merge every kept span that touches [a, b], then insert in order. */
+    for (i = j = 0; i < k->nspans; i++) {
+        if (k->sb[i] < a || k->sa[i] > b) {
+            k->sa[j] = k->sa[i];
+            k->sb[j] = k->sb[i];
+            j++;
+        } else {
+            a = k->sa[i] < a ? k->sa[i] : a;
+            b = k->sb[i] > b ? k->sb[i] : b;
+        }
+    }
+    k->nspans = j;
+    if (k->nspans == KS_SPANS) {
+        k->closed_ns += k->sb[0] - k->sa[0];
+        memmove(k->sa, k->sa + 1, (KS_SPANS - 1) * sizeof k->sa[0]);
+        memmove(k->sb, k->sb + 1, (KS_SPANS - 1) * sizeof k->sb[0]);
+        k->nspans--;
+    }
+    for (i = k->nspans; i > 0 && k->sa[i - 1] > a; i--) {
+        k->sa[i] = k->sa[i - 1];
+        k->sb[i] = k->sb[i - 1];
+    }
+    k->sa[i] = a;
+    k->sb[i] = b;
+    k->nspans++;
+}
+
+static uint64_t busy_of(const struct kacc *k)
+{
+    uint64_t ns = k->closed_ns;
+    unsigned i;
+
+    for (i = 0; i < k->nspans; i++)
+        ns += k->sb[i] - k->sa[i];
+    return ns;
+}
+
+static void acc_add(struct kacc *k, const char *name, uint64_t a, uint64_t b)
+{
+    unsigned i;
+
+    k->count++;
+    k->total_ns += b - a;
+    span_add(k, a, b);
+    for (i = 0; i < KS_NAMES && k->names[i].name != NULL && k->names[i].name != name; i++)
+        ;
+    if (i == KS_NAMES) {
+        k->other_ns += b - a;
+        return;
+    }
+    k->names[i].name = name;
+    k->names[i].ns += b - a;
+}
+
+static void sink_gpu_kernel(struct prof_stage *gpu, int device, uint64_t stream,
+                            const char *kname, uint64_t start_ns, uint64_t end_ns)
+{
+    struct kstage *k = prof_map_get(&stages, (uintptr_t)gpu);
+
+    (void)device, (void)stream;
+    if (k == NULL) {
+        if ((k = calloc(1, sizeof *k)) == NULL)
+            return;
+        if (prof_map_put(&stages, (uintptr_t)gpu, k) != 0) {
+            free(k);
+            return;
+        }
+    }
+    if (end_ns < start_ns)
+        end_ns = start_ns;
+    acc_add(&k->win, kname, start_ns, end_ns);
+    acc_add(&k->run, kname, start_ns, end_ns);
+}
+
+static void sink_stage_gone(struct prof_stage *s)
+{
+    struct kstage *k = prof_map_get(&stages, (uintptr_t)s);
+
+    if (k != NULL) {
+        prof_map_put(&stages, (uintptr_t)s, NULL);
+        free(k);
+    }
+}
+
+void prof_kstats_window_close(void)
+{
+    size_t i;
+
+    for (i = 0; i < stages.cap; i++) {
+        struct kstage *k = stages.slots[i].value;
+
+        if (stages.slots[i].key != 0 && k != NULL)
+            memset(&k->win, 0, sizeof k->win);
+    }
+}
+
+/* The top KS_TOP names of k by time, into top; how many. */
+static unsigned top_of(const struct kacc *k, struct kname *top)
+{
+    unsigned char used[KS_NAMES] = {0};
+    unsigned i, n;
+
+    for (n = 0; n < KS_TOP; n++) {
+        int best = -1;
+
+        for (i = 0; i < KS_NAMES && k->names[i].name != NULL; i++)
+            if (!used[i] && (best < 0 || k->names[i].ns > k->names[best].ns))
+                best = (int)i;
+        if (best < 0)
+            break;
+        used[best] = 1;
+        top[n] = k->names[best];
+    }
+    return n;
+}
+
+static const struct kacc *view_of(const struct prof_stage *s, int window)
+{
+    const struct kstage *k = prof_map_get(&stages, (uintptr_t)s);
+    const struct kacc *a = k == NULL ? NULL : window ? &k->win : &k->run;
+
+    return a != NULL && a->count > 0 ? a : NULL;
+}
+
+void prof_kstats_text(struct prof_buf *b, const struct prof_stage *s, int window, int indent)
+{
+    const struct kacc *a = view_of(s, window);
+    struct kname top[KS_TOP];
+    char d[24];
+    unsigned i, n;
+
+    if (a == NULL)
+        return;
+    prof_fmt_dur(d, sizeof d, (double)busy_of(a));
+    prof_buf_printf(b, "%*sbusy %s, %llu kernel%s", indent, "", d, (unsigned long long)a->count,
+                    a->count == 1 ? "" : "s");
+    n = top_of(a, top);
+    for (i = 0; i < n; i++) {
+        char pct[16];
+
+        prof_fmt_fixed(pct, sizeof pct,
+                       a->total_ns ? 100.0 * (double)top[i].ns / (double)a->total_ns : 0.0, 0);
+        prof_buf_printf(b, "%s %s %s%%", i ? "," : ":", top[i].name, pct);
+    }
+    prof_buf_puts(b, "\n");
+}
+
+void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window)
+{
+    const struct kacc *a = view_of(s, window);
+    struct kname top[KS_TOP];
+    unsigned i, n;
+
+    if (a == NULL)
+        return;
+    prof_buf_printf(b, ",\"kernels\":{\"busy_ns\":%llu,\"count\":%llu,\"total_ns\":%llu,\"top\":[",
+                    (unsigned long long)busy_of(a), (unsigned long long)a->count,
+                    (unsigned long long)a->total_ns);
+    n = top_of(a, top);
+    for (i = 0; i < n; i++) {
+        prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        prof_buf_json_string(b, top[i].name);
+        prof_buf_printf(b, ",\"ns\":%llu,\"share\":", (unsigned long long)top[i].ns);
+        prof_buf_double(b, a->total_ns ? (double)top[i].ns / (double)a->total_ns : 0.0);
+        prof_buf_puts(b, "}");
+    }
+    prof_buf_puts(b, "]}");
+}
+
+/* Once per collector wake: the run's figures of the busiest stages. */
+static void sink_tick(uint64_t now_ns)
+{
+    struct {
+        const struct prof_stage *s;
+        uint64_t busy, count;
+    } top[KS_PUB];
+    int n = 0, i, j;
+    size_t k;
+
+    (void)now_ns;
+    if (prof_process_get()->pid != owner_pid) {
+        /* A forked child, as gpu_busy.c finds it: the lock may have been
+         * held by a thread of the parent's. The first tick of a process
+         * only notes its pid. */
+        if (owner_pid != 0) {
+            pthread_mutex_init(&pub_lock, NULL);
+            npub = 0;
+        }
+        owner_pid = prof_process_get()->pid;
+    }
+    if (stages.len == 0)
+        return;
+    for (k = 0; k < stages.cap; k++) {
+        const struct kstage *ks = stages.slots[k].value;
+        uint64_t busy;
+
+        if (stages.slots[k].key == 0 || ks == NULL || ks->run.count == 0)
+            continue;
+        busy = busy_of(&ks->run);
+        if (n == KS_PUB && busy <= top[n - 1].busy)
+            continue;
+        for (i = n < KS_PUB ? n++ : KS_PUB - 1; i > 0 && top[i - 1].busy < busy; i--)
+            top[i] = top[i - 1];
+        top[i].s = (const struct prof_stage *)(uintptr_t)stages.slots[k].key;
+        top[i].busy = busy;
+        top[i].count = ks->run.count;
+    }
+    pthread_mutex_lock(&pub_lock);
+    for (j = 0; j < n; j++) {
+        size_t len = strlen(top[j].s->name);
+
+        if (len >= sizeof pub[j].stage)
+            len = sizeof pub[j].stage - 1;
+        memcpy(pub[j].stage, top[j].s->name, len);
+        pub[j].stage[len] = '\0';
+        pub[j].busy_ns = top[j].busy;
+        pub[j].count = top[j].count;
+    }
+    npub = n;
+    pthread_mutex_unlock(&pub_lock);
+}
+
+/* A Prometheus label value: \\, " and newline escaped. */
+static void put_label(struct prof_buf *b, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '\\' || *s == '"')
+            prof_buf_put(b, "\\", 1);
+        if (*s == '\n')
+            prof_buf_puts(b, "\\n");
+        else
+            prof_buf_put(b, s, 1);
+    }
+}
+
+void prof_kstats_metrics(struct prof_buf *b, int rank)
+{
+    int i;
+
+    pthread_mutex_lock(&pub_lock);
+    if (npub > 0)
+        prof_buf_puts(b, "# HELP prof_gpu_stage_kernel_busy_seconds_total Time the GPU stage's "
+                         "kernels kept the GPU busy (union; PROF_CUDA=kernels).\n"
+                         "# TYPE prof_gpu_stage_kernel_busy_seconds_total counter\n");
+    for (i = 0; i < npub; i++) {
+        prof_buf_puts(b, "prof_gpu_stage_kernel_busy_seconds_total{stage=\"");
+        put_label(b, pub[i].stage);
+        prof_buf_printf(b, "\",rank=\"%d\"} ", rank);
+        prof_buf_fixed(b, (double)pub[i].busy_ns / 1e9, 9);
+        prof_buf_puts(b, "\n");
+    }
+    if (npub > 0)
+        prof_buf_puts(b, "# HELP prof_gpu_stage_kernels_total Kernels, memcpys and memsets "
+                         "the GPU stage ran (PROF_CUDA=kernels).\n"
+                         "# TYPE prof_gpu_stage_kernels_total counter\n");
+    for (i = 0; i < npub; i++) {
+        prof_buf_puts(b, "prof_gpu_stage_kernels_total{stage=\"");
+        put_label(b, pub[i].stage);
+        prof_buf_printf(b, "\",rank=\"%d\"} %llu\n", rank, (unsigned long long)pub[i].count);
+    }
+    pthread_mutex_unlock(&pub_lock);
+}
+
+const struct prof_sink prof_kstats_sink = {
+    .name = "kernels",
+    .tick = sink_tick,
+    .gpu_kernel = sink_gpu_kernel,
+    .stage_gone = sink_stage_gone,
+};

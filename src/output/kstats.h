@@ -1,0 +1,34 @@
+/* kstats.h - what each GPU stage ran, with PROF_CUDA=kernels (kstats.c):
+ * per stage, its kernels' busy time (the union of their intervals), their
+ * number and the top kernels by time. A sink (prof_kstats_sink);
+ * collector side, the runtime lock held. */
+#ifndef PROF_KSTATS_H
+#define PROF_KSTATS_H
+
+#include <stdint.h>
+
+#include "json.h"
+#include "sink.h"
+
+struct prof_stage;
+
+extern const struct prof_sink prof_kstats_sink;
+
+/* The summary's line under GPU stage s, indented by indent spaces:
+ * "busy 1.20ms, 12 kernels: gemm 60%, relu 30%, (memcpy) 10%". Nothing
+ * when s ran no kernel in the view (window: the current window's). */
+void prof_kstats_text(struct prof_buf *b, const struct prof_stage *s, int window, int indent);
+
+/* The same as the JSON member ,"kernels":{...} of the stage; nothing
+ * when it ran none. */
+void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window);
+
+/* Prometheus text for the metrics thread (metrics.c): per GPU stage (the
+ * 32 busiest), its kernels' busy seconds and count over the run. Any
+ * thread; takes only this file's publication lock. */
+void prof_kstats_metrics(struct prof_buf *b, int rank);
+
+/* A periodic summary closed the window. */
+void prof_kstats_window_close(void);
+
+#endif
