@@ -146,7 +146,14 @@ static void *sym(void *h, const char *name)
 
 int prof_cupti_open(void)
 {
-    static const char *const libs[] = {"libcupti.so", "libcupti.so.13", "libcupti.so.12"};
+    /* The loader's path first (a venv's nvidia-cuda-cupti, LD_LIBRARY_PATH),
+     * then where the toolkit installs it, which the loader does not search
+     * by default. */
+    static const char *const libs[] = {
+        "libcupti.so", "libcupti.so.13", "libcupti.so.12",
+        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "/usr/local/cuda/lib64/libcupti.so",
+        "/usr/local/cuda/lib/libcupti.so",
+    };
     static const int kinds[] = {CUPTI_KIND_CONCURRENT_KERNEL, CUPTI_KIND_MEMCPY,
                                 CUPTI_KIND_MEMSET, CUPTI_KIND_RUNTIME, CUPTI_KIND_DRIVER};
     const struct prof_config *cfg = prof_config_get();
@@ -166,8 +173,8 @@ int prof_cupti_open(void)
         }
     }
     if (h == NULL) {
-        prof_log_once(&note_unavailable, "PROF_CUDA=kernels but no CUPTI (%s); CUDA zones "
-                      "use events", err != NULL ? err : lib);
+        prof_log_once(&note_unavailable, "PROF_CUDA=kernels but no CUPTI (%s; PROF_CUPTI_LIB "
+                      "names its path); CUDA zones use events", err != NULL ? err : lib);
         return -ENODEV;
     }
     max_bufs = cfg->cupti_buffers != 0 ? cfg->cupti_buffers : CUPTI_BUFS_DEFAULT;

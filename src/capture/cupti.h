@@ -3,12 +3,14 @@
  * (cupti.c). Private to the cuda*.c, cupti.c and kernels.c files.
  *
  * Record layouts: the prefixes prof reads of the records that CUDA 13's
- * CUPTI writes for the kinds it enables: CUpti_ActivityKernel9 (for
- * CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL; CUDA 12 and 13 give this version,
- * whose fields up to `name` are those of Kernel4-8 too), CUpti_ActivityMemcpy6,
+ * CUPTI writes for the kinds it enables: CUpti_ActivityKernel10 (for
+ * CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL; CUDA 12's Kernel9 has the same
+ * fields up to `name`), CUpti_ActivityMemcpy6,
  * CUpti_ActivityMemset4 and CUpti_ActivityAPI (unversioned). The fields
  * after the ones read are left out: records are walked with
- * cuptiActivityGetNextRecord, never by size. */
+ * cuptiActivityGetNextRecord, never by size. tests/cuda/cupti_layout.c
+ * checks each field read against the toolkit's header where one is
+ * installed. */
 #ifndef PROF_CUPTI_H
 #define PROF_CUPTI_H
 
