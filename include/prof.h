@@ -299,8 +299,8 @@ PROF_API int prof_shutdown(void);
  * text (PROF_SUMMARY_FORMAT decides which form) and the kind, one of
  * PROF_SUMMARY_PERIODIC / PROF_SUMMARY_FINAL. It runs on prof's output
  * writer thread, never on the collector: a handler that blocks delays
- * later summaries (beyond 8 waiting, periodic ones are merged into later
- * ones) but no record; at exit the final one is waited for while the
+ * later summaries (beyond 256 waiting or 4 MB, periodic ones are merged
+ * into later ones) but no record; at exit the final one is waited for while the
  * handler is blocked for up to 2 s. The calls that wait for the collector
  * (prof_flush, prof_shutdown, prof_stats, ...) return -EDEADLK inside it
  * instead of hanging. NULL restores PROF_SUMMARY for summaries made from

@@ -283,10 +283,10 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
     if ((v = lookup("PROF_CUPTI_LIB")) != NULL)
         cfg->cupti_lib = dup_or_warn(v);
     if ((v = lookup("PROF_CUPTI_BUFFERS")) != NULL) {
-        if (prof_parse_size(v, &n) == 0 && n >= 1 && n <= 256)
+        if (prof_parse_size(v, &n) == 0 && n >= 1 && n <= 8192)
             cfg->cupti_buffers = (unsigned)n;
         else
-            bad++, bad_value("PROF_CUPTI_BUFFERS", v, "1 to 256 (MiB buffers)", "8");
+            bad++, bad_value("PROF_CUPTI_BUFFERS", v, "1 to 8192 (32 KiB buffers)", "256");
     }
     if ((v = lookup("PROF_NVTX")) != NULL) {
         if (parse_switch(v, &sw) == 0)

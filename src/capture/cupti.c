@@ -31,10 +31,19 @@
 #include "cupti.h"
 #include "env.h"
 #include "log.h"
+#include "wake.h"
 
-#define CUPTI_BUF_BYTES (1u << 20)
-#define CUPTI_BUFS_DEFAULT 8
-#define CUPTI_BUFS_MAX 256
+/* Small buffers: CUPTI hands one back (cuptiActivityFlushAll(0)) only
+ * when every record in it is complete, so while the GPU never idles the
+ * buffer being filled comes back only once full. At some 300 bytes a
+ * launch (its kernel and API records) 32 KiB is ~100 launches: 10 ms of a
+ * loop launching 10k kernels a second, 0.5 s at 200 (kernels.c holds a
+ * zone's span 2 s for its kernels). Many of them, so that a fast launcher
+ * fills them for longer than a collector pass: 256 are 8 MB, made only
+ * as needed, and a quarter of them completed wakes the collector. */
+#define CUPTI_BUF_BYTES (32u << 10)
+#define CUPTI_BUFS_DEFAULT 256
+#define CUPTI_BUFS_MAX 8192
 
 typedef int CUptiResult;
 enum {
@@ -64,6 +73,7 @@ static struct prof_cupti_buf *free_bufs;      /* lock */
 static struct prof_cupti_buf *done_head, **done_tail = &done_head;   /* lock */
 static struct prof_cupti_buf *all_bufs[CUPTI_BUFS_MAX];
 static unsigned nbufs, max_bufs;              /* lock */
+static unsigned ndone;                        /* buffers queued; lock */
 static uint64_t refused;                      /* requests with no buffer; lock */
 static uint64_t dropped_seen;                 /* CUPTI's own count; collector */
 static int failed;                            /* atomic */
@@ -125,6 +135,7 @@ static struct prof_cupti_buf *buf_of(const uint8_t *data)
 static void buf_completed(void *ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
 {
     struct prof_cupti_buf *b;
+    int wake = 0;
 
     (void)ctx, (void)stream, (void)size;
     if (buffer == NULL)
@@ -135,8 +146,12 @@ static void buf_completed(void *ctx, uint32_t stream, uint8_t *buffer, size_t si
         b->next = NULL;
         *done_tail = b;
         done_tail = &b->next;
+        wake = ++ndone == (max_bufs + 3) / 4;
     }
     pthread_mutex_unlock(&lock);
+    /* A futex wake, once per quarter of the pool: safe on CUPTI's thread. */
+    if (wake)
+        prof_wake_collector();
 }
 
 static void *sym(void *h, const char *name)
@@ -244,14 +259,16 @@ int prof_cupti_stream_id(void *ctx, void *stream, uint32_t *id)
     return api.stream_id(ctx, s <= 2 ? NULL : stream, s == 2, id) == CUPTI_SUCCESS ? 0 : -1;
 }
 
-int prof_cupti_flush(void)
+int prof_cupti_flush(int forced)
 {
     CUptiResult rc;
 
     /* Acquire: api was written before opened. */
     if (!__atomic_load_n(&opened, __ATOMIC_ACQUIRE) || __atomic_load_n(&failed, __ATOMIC_RELAXED))
         return -1;
-    if ((rc = api.flush_all(0)) == CUPTI_SUCCESS)
+    /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED (1): the buffers with records not
+     * complete too, at the end; those records come with no end time. */
+    if ((rc = api.flush_all(forced ? 1u : 0u)) == CUPTI_SUCCESS)
         return 0;
     prof_log_once(&note_flush, "cuptiActivityFlushAll failed (%s): kernels are no longer "
                   "read, and CUDA zones use events from now on", cupti_error_name(rc));
@@ -267,6 +284,7 @@ struct prof_cupti_buf *prof_cupti_take(void)
     b = done_head;
     done_head = NULL;
     done_tail = &done_head;
+    ndone = 0;
     pthread_mutex_unlock(&lock);
     return b;
 }
@@ -295,13 +313,14 @@ uint64_t prof_cupti_dropped(void)
     uint64_t r;
 
     /* CUPTI's count covers every context and stream with NULL, 0. */
-    if (__atomic_load_n(&opened, __ATOMIC_ACQUIRE) && !__atomic_load_n(&failed, __ATOMIC_RELAXED) && api.dropped(NULL, 0, &n) == CUPTI_SUCCESS)
+    if (__atomic_load_n(&opened, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&failed, __ATOMIC_RELAXED) && api.dropped(NULL, 0, &n) == CUPTI_SUCCESS)
         dropped_seen += n;
     pthread_mutex_lock(&lock);
     r = refused;
     pthread_mutex_unlock(&lock);
     if (r != 0)
-        prof_log_once(&note_refused, "CUPTI's buffers (%u of 1 MiB, PROF_CUPTI_BUFFERS) were "
+        prof_log_once(&note_refused, "CUPTI's buffers (%u of 32 KiB, PROF_CUPTI_BUFFERS) were "
                       "all waiting for the collector: kernel records were dropped, and are "
                       "counted as dropped", max_bufs);
     return dropped_seen;
@@ -320,4 +339,5 @@ void prof_cupti_atfork_child(void)
     pthread_mutex_init(&lock, NULL);
     done_head = NULL;
     done_tail = &done_head;
+    ndone = 0;
 }

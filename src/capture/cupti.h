@@ -84,10 +84,11 @@ int prof_cupti_open(void);
  * 0, or -1. */
 int prof_cupti_stream_id(void *ctx, void *stream, uint32_t *id);
 
-/* Collector: cuptiActivityFlushAll, so buffers with records complete.
- * 0; -1 when it failed (said once: kernels mode is then over, zones time
+/* Collector: cuptiActivityFlushAll, so that the buffers whose records
+ * are all complete come back; forced (at the end), every buffer, its
+ * unfinished records with no end time. 0; -1 when it failed (said once: kernels mode is then over, zones time
  * their CPU side and prof_cupti_failed() says so). */
-int prof_cupti_flush(void);
+int prof_cupti_flush(int forced);
 
 /* Collector: the completed buffers, oldest first, or NULL. */
 struct prof_cupti_buf *prof_cupti_take(void);

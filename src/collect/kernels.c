@@ -24,10 +24,10 @@
  * drain: the choice is final when the kernel is read. A zone's GPU side
  * (the span of its kernels) is final when no more kernels can come for it:
  * when a kernel launched after its end has been read on its stream (a
- * stream runs in order), or 1 s after its end (KZ_HOLD_NS), or at
+ * stream runs in order), or 2 s after its end (KZ_HOLD_NS), or at
  * shutdown. A zone complete the first way is forgotten at once; one
  * delivered after the hold is kept KZ_KEEP_NS more, so that kernels of a
- * GPU more than 1 s behind still find it: they count in the stage's busy
+ * GPU more than 2 s behind still find it: they count in the stage's busy
  * time and kernels, not in its span.
  *
  * Bounds: KZ_ZONES zones kept, KZ_PENDING kernels waiting for their API
@@ -55,7 +55,7 @@
 #define KZ_PENDING 65536            /* kernels waiting for their launch */
 #define KZ_PENDING_PASSES 64        /* then placed by their GPU start */
 #define KZ_NAMES 4096               /* distinct kernel names */
-#define KZ_HOLD_NS 1000000000ull    /* a zone's span is final this long after its end */
+#define KZ_HOLD_NS 2000000000ull    /* a zone's span is final this long after its end */
 #define KZ_KEEP_NS 4000000000ull    /* kept for late kernels this long */
 #define KZ_FLUSH_NS 50000000ull     /* cuptiActivityFlushAll at most this often */
 
@@ -102,7 +102,8 @@ static struct prof_map names;       /* CUPTI's name pointer -> short name */
 static unsigned nnames;
 static struct prof_cupti_buf *taken;
 static uint64_t last_flush_ns, lost, cupti_lost;
-static int note_zones, note_pending, note_empty;
+static int flush_forced;                /* the next flush is the run's last */
+static int note_zones, note_pending, note_empty, note_empty_end, note_unfinished;
 
 static struct kstream *stream_of(uint32_t sid, int create)
 {
@@ -315,6 +316,14 @@ static void take_act(uint64_t start, uint64_t end, const char *name, uint32_t si
 {
     struct act *a;
 
+    if (start == 0 || end < start) {
+        /* Still running when the last, forced flush took its buffer:
+         * CUPTI gives it no end time, and never again. */
+        lost++;
+        prof_log_once(&note_unfinished, "kernels still running on the GPU at the run's end "
+                      "(PROF_CUDA=kernels) have no end time: they are counted as lost");
+        return;
+    }
     if (pend == NULL && (pend = malloc(KZ_PENDING * sizeof *pend)) == NULL) {
         lost++;
         return;
@@ -328,7 +337,7 @@ static void take_act(uint64_t start, uint64_t end, const char *name, uint32_t si
     }
     a = &pend[npend++];
     a->start = start;
-    a->end = end > start ? end : start;
+    a->end = end;
     a->name = name;
     a->sid = sid;
     a->corr = corr;
@@ -379,7 +388,7 @@ void prof_kernels_pass_begin(void)
 
     if (now - last_flush_ns >= KZ_FLUSH_NS) {
         last_flush_ns = now;
-        prof_cupti_flush();
+        prof_cupti_flush(flush_forced);
     }
     /* Appended: a pass_begin without its poll (none today) keeps them. */
     if (taken == NULL) {
@@ -410,7 +419,12 @@ static void emit_ready(prof_kzone_sink zone, uint64_t now, int final)
             /* 2: a later launch was read, so every kernel of the zone was
              * (a stream runs in order): nothing more can come for it. */
             z->emitted = s->horizon >= z->e ? 2 : 1;
-            if (z->ks == 0) {
+            if (z->ks == 0 && final && note_unfinished) {
+                prof_log_once(&note_empty_end, "a CUDA zone (\"%s\") has no kernel, memcpy "
+                              "or memset that finished before the run's end (PROF_CUDA="
+                              "kernels): its GPU side is zero", z->name);
+                zone(z->name, z->device, s->sid, z->e, z->e);
+            } else if (z->ks == 0) {
                 prof_log_once(&note_empty, "a CUDA zone (\"%s\") ran no kernel, memcpy or "
                               "memset on its stream (PROF_CUDA=kernels): its GPU side is zero",
                               z->name);
@@ -443,7 +457,9 @@ void prof_kernels_poll(prof_kernel_sink kernel, prof_kzone_sink zone, int final)
     if (final) {
         prof_kernels_pass_begin();
         last_flush_ns = 0;
+        flush_forced = 1;
         prof_kernels_pass_begin();
+        flush_forced = 0;
     }
     for (b = taken; b != NULL; b = next) {
         next = b->next;

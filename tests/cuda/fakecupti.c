@@ -11,9 +11,12 @@
  * buffer, in the layouts prof reads (CUDA 13's, cupti.h). A full buffer is
  * completed and a new one requested; when prof has none to give, the
  * records are dropped and counted (cuptiActivityGetNumDroppedRecords).
- * cuptiActivityFlushAll completes the current buffer. Records are written
- * at launch (a real CUPTI writes a kernel's after it ran): a kernel
- * arrives with the launch's API record, times in the future included.
+ * Records are written at launch, times in the future included; as a real
+ * CUPTI, cuptiActivityFlushAll(0) hands back the current buffer only when
+ * every record in it is complete (its end has passed on the registered
+ * clock), so a GPU that never idles leaves it until it is full, and a
+ * forced flush (flag 1) hands it back with the unfinished records' end
+ * times zero (CUPTI never delivers those again).
  *
  * Failures: FAKECUPTI_FAIL=enable (cuptiActivityEnable says another
  * subscriber holds CUPTI: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED),
@@ -21,6 +24,8 @@
  * one fail). Built with -DFAKECUPTI_OLD it lacks
  * cuptiActivityRegisterTimestampCallback, as a CUPTI older than 11.6. */
 #include <dlfcn.h>
+#include <stddef.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,6 +92,7 @@ static uint64_t (*timestamp)(void);
 static int enabled[64];
 static uint8_t *cur;
 static size_t cur_size, cur_used;
+static uint64_t cur_last_end;       /* the latest end of a record in cur */
 static uint32_t corr;
 static uint64_t dropped, dropped_total, written;
 static uint64_t flushes, flush_fail_at;
@@ -129,6 +135,7 @@ static uint8_t *room(size_t n)
     if (cur != NULL) {
         completed(NULL, 0, cur, cur_size, cur_used);
         cur = NULL;
+        cur_last_end = 0;
     }
     if (requested == NULL)
         return NULL;
@@ -205,6 +212,9 @@ static void on_activity(int kind, uint32_t stream_id, int device, uint64_t start
         c.correlation = a.correlation;
         put(&c, sizeof c);
     }
+    /* After the puts: one may have begun a new buffer. */
+    if (cur != NULL && end > cur_last_end)
+        cur_last_end = end;
     pthread_mutex_unlock(&lock);
 }
 
@@ -264,9 +274,41 @@ FAKE_API CUptiResult cuptiActivityRegisterTimestampCallback(uint64_t (*fn)(void)
 }
 #endif
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    if (timestamp != NULL)
+        return timestamp();
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Forced: the records of cur still running get no end, as CUPTI's. */
+static void unfinished_ends(uint64_t now)
+{
+    size_t off = 0;
+
+    while (off < cur_used) {
+        uint32_t kind;
+        uint64_t end;
+
+        memcpy(&kind, cur + off, sizeof kind);
+        if (kind == 10 || kind == 1 || kind == 2) {
+            size_t at = kind == 10 ? offsetof(struct rec_kernel, end) : offsetof(struct rec_copy, end);
+
+            memcpy(&end, cur + off + at, sizeof end);
+            if (end > now) {
+                end = 0;
+                memcpy(cur + off + at, &end, sizeof end);
+            }
+        }
+        off += rec_size(kind);
+    }
+}
+
 FAKE_API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
-    (void)flag;
     pthread_mutex_lock(&lock);
     configure();
     flushes++;
@@ -275,8 +317,17 @@ FAKE_API CUptiResult cuptiActivityFlushAll(uint32_t flag)
         return CUPTI_ERROR_UNKNOWN;
     }
     if (cur != NULL && cur_used > 0) {
+        uint64_t now = now_ns();
+
+        if (now < cur_last_end && !(flag & 1)) {
+            pthread_mutex_unlock(&lock);
+            return CUPTI_SUCCESS;       /* a record not complete: kept */
+        }
+        if (now < cur_last_end)
+            unfinished_ends(now);
         completed(NULL, 0, cur, cur_size, cur_used);
         cur = NULL;
+        cur_last_end = 0;
     }
     pthread_mutex_unlock(&lock);
     return CUPTI_SUCCESS;

@@ -28,7 +28,12 @@
  *              (a zone is forgotten once a later launch on its stream was
  *              read, so the zones kept stay few), busy exact.
  * fork         a child forked after kernels mode began: one line, CPU
- *              sides only, and the parent's kernels still arrive. */
+ *              sides only, and the parent's kernels still arrive.
+ * unfinished   the run ends while a 5 s kernel still runs: CUPTI's
+ *              ordinary flush never hands back the buffer holding it, so
+ *              the final summary needs the forced one: the zone before it
+ *              is there with its kernel, the running one is counted as
+ *              lost and said once. */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,8 +340,8 @@ static void dropped(void)
         *(void **)&counts = dlsym(h, "fakecupti_counts");
     }
     CHECK(counts != NULL);
-    /* One buffer of 1 MiB holds ~4,400 kernels with their API records;
-     * each burst writes two buffers' worth at once, faster than any
+    /* One buffer of 32 KiB holds ~140 kernels with their API records;
+     * each burst of 10,000 writes some 70 buffers' worth at once, faster than any
      * collector pass. */
     for (int round = 0; round < 5 && lost == 0; round++) {
         for (int i = 0; i < 10000; i++)
@@ -466,6 +471,39 @@ static void forked(void)
     CHECK(kernels_number("parent [gpu]", "busy_ns") == 100000);
 }
 
+static void capture_final(void *user, const char *t, int kind)
+{
+    (void)user;
+    if (kind == PROF_SUMMARY_FINAL)
+        snprintf(text, sizeof text, "%s", t);
+}
+
+static void unfinished(void)
+{
+    char line[256];
+
+    prof_set_summary_handler(capture_final, NULL);
+    {
+        PROF_CUDA_ZONE("done", s1);
+        kernel(s1, 100 * US, "_Z6k_donev");
+    }
+    {
+        PROF_CUDA_ZONE("tail", s1);
+        kernel(s1, 5000000 * US, "_Z6k_tailv");
+    }
+    pause_ms(200);      /* k_done has run; k_tail runs on */
+    prof_flush();
+    CHECK(prof_shutdown() == 0);
+    if (getenv("PROF_TEST_VERBOSE") != NULL)
+        fprintf(stderr, "%s\n", text);
+    line_under("done [gpu]", line, sizeof line);
+    expect(line, "busy 100.00 us, 1 kernel: k_done 100%");
+    CHECKF(log_matching("kernels still running on the GPU at the run's end") == 1,
+           "the unfinished kernel was not said");
+    CHECKF(log_matching("(\"tail\") has no kernel, memcpy or memset that finished") == 1 &&
+           log_total() == 2, "tail's zero GPU side not said as such");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "attribution";
@@ -491,6 +529,8 @@ int main(int argc, char **argv)
         many();
     else if (strcmp(mode, "fork") == 0)
         forked();
+    else if (strcmp(mode, "unfinished") == 0)
+        unfinished();
     else
         CHECKF(0, "unknown mode %s", mode);
     return 0;
