@@ -16,6 +16,10 @@ it::
         print(row["path"], row["count"], row["p95_ns"])
     for gpu in snap["gpus"] or []:     # None: a writer older than the GPU figures
         print(gpu["device"], gpu["busy_window"], gpu["nvml_utilization_window"])
+    for row in snap["rows"]:
+        k = row["kernels"]             # None: no kernels (or PROF_CUDA not kernels)
+        if k:
+            print(row["path"], k["busy_window_ns"], k["count_window"], k["top"])
 
 Standard library only, and importable without the C extension (prof-top
 loads this file by path), so it reads processes on a host where only the
@@ -31,15 +35,17 @@ __all__ = ["processes", "snapshot", "rates", "directories", "path_of", "LiveErro
 
 MAGIC = b"PROFLIVE"
 VERSION = 1
-# Additions a reader of VERSION may ignore (live.h): 1, the GPU entries.
-MINOR = 1
+# Additions a reader of VERSION may ignore (live.h): 1, the GPU entries;
+# 2, the GPU stages' kernel entries (PROF_CUDA=kernels).
+MINOR = 2
 PREFIX = "prof-live-"
 
 # src/output/live.h: struct prof_live_file_header, prof_live_file_row and
-# prof_live_file_gpu.
-_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIII40x")
+# prof_live_file_gpu, prof_live_file_kernels.
+_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIIIIIII24x")
 _ROW = struct.Struct("=IIIIIIQQQQQQddd")
 _GPU = struct.Struct("=iIdddd")
+_KERN = struct.Struct("=IIQQQQd32s")
 _SEQ_OFFSET = 24
 _NO_PARENT = 0xFFFFFFFF
 _PATH_MAX = 256
@@ -59,6 +65,8 @@ _MAX_ROWS = 1 << 22
 # writer's) up to this size.
 _MAX_GPUS = 1024
 _MAX_GPU_SIZE = 4096
+# Kernel entries: one per GPU stage of the table (the writer: 256 at most).
+_MAX_KERN_SIZE = 4096
 
 
 def _private_dir(d):
@@ -221,7 +229,7 @@ def _parse(data, path="the live file"):
     (_, _, header_size, row_size, nrows, seq, size, pid, rank, program, host,
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
      stages, folded, snap_ns, publish_ns, publishes, metrics_ns,
-     minor, gpu_size, ngpus, gpu_off) = h
+     minor, gpu_size, ngpus, gpu_off, kern_size, nkern, kern_off, _) = h
     if header_size != _HEADER.size or row_size != _ROW.size:
         raise bad("header or row size %d/%d, expected %d/%d"
                   % (header_size, row_size, _HEADER.size, _ROW.size))
@@ -237,6 +245,16 @@ def _parse(data, path="the live file"):
                       "rows at %d" % (ngpus, gpu_size, gpu_off, size, names_at))
         names_end = gpu_off
         gpus = [_gpu(bad, data, gpu_off + i * gpu_size) for i in range(ngpus)]
+    kernels = {}
+    if minor >= 2:
+        gpu_end = gpu_off + ngpus * gpu_size
+        if not _KERN.size <= kern_size <= _MAX_KERN_SIZE or nkern > nrows or \
+                not gpu_end <= kern_off <= size or nkern * kern_size > size - kern_off:
+            raise bad("%d kernel entries of %d bytes at %d do not fit in %d bytes after the "
+                      "GPU entries' end at %d" % (nkern, kern_size, kern_off, size, gpu_end))
+        for i in range(nkern):
+            row, k = _kern(bad, data, kern_off + i * kern_size, nrows)
+            kernels[row] = k
     names_len = names_end - names_at
     rows = []
     for i in range(nrows):
@@ -267,7 +285,11 @@ def _parse(data, path="the live file"):
             "gpu": bool(flags & 1), "count": count, "total_ns": total, "self_ns": self_ns,
             "outer_ns": outer, "window_count": win_count, "window_total_ns": win_total,
             "p50_ns": p50, "p95_ns": p95, "p99_ns": p99,
+            "kernels": kernels.get(i),
         })
+    for i, k in kernels.items():
+        if not rows[i]["gpu"]:
+            raise bad("row %d has kernel figures but is not a GPU stage" % i)
     return {
         "pid": pid, "rank": rank if rank >= 0 else None, "program": _cstr(program),
         "host": _cstr(host), "time": real_ns / 1e9, "run_s": run_ns / 1e9,
@@ -295,6 +317,22 @@ def _gpu(bad, data, at):
         "device": device, "busy_window": share(busy_win), "busy_run": share(busy_run),
         "nvml_utilization_window": share(nvml_win) if flags & 1 else None,
         "nvml_utilization_run": share(nvml_run) if flags & 2 else None,
+    }
+
+
+def _kern(bad, data, at, nrows):
+    """One kernel entry (a GPU stage's kernels): its row and figures, from
+    the front of an entry a newer writer may have made longer."""
+    row, _, win_busy, win_count, run_busy, run_count, share, top = _KERN.unpack_from(data, at)
+    if row >= nrows:
+        raise bad("a kernel entry names row %d of %d" % (row, nrows))
+    if share != share or share in (float("inf"), float("-inf")):
+        raise bad("row %d's top kernel has a share that is not a number" % row)
+    top = _cstr(top)
+    return row, {
+        "busy_window_ns": win_busy, "count_window": win_count,
+        "busy_run_ns": run_busy, "count_run": run_count,
+        "top": top or None, "top_share": min(max(share, 0.0), 1.0) if top else None,
     }
 
 

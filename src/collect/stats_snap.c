@@ -44,6 +44,7 @@ int prof_stats_snap_take_locked(struct prof_stats_snap *s, size_t max_rows)
         s->stack[d] = (uint32_t)i;
         prof_stats_fill(st, 1, 0, &w);
         r->name = st->name;
+        r->stage = st;
         r->parent = d == 0 ? UINT32_MAX : s->stack[d - 1];
         r->depth = d;
         r->flags = st->flags;

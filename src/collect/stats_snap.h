@@ -12,6 +12,7 @@
 
 struct prof_stats_snap_row {
     const char *name;            /* interned: valid until exit */
+    const struct prof_stage *stage;  /* for a sink's own figures per stage (kstats.c), lock held */
     uint32_t parent;             /* row index, or UINT32_MAX at the top */
     uint32_t depth, flags;       /* flags: PROF_STAGE_GPU */
     uint64_t count, total_ns, self_ns;             /* whole run */

@@ -228,6 +228,27 @@ void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window
     prof_buf_puts(b, "]}");
 }
 
+int prof_kstats_live_locked(const struct prof_stage *s, struct prof_kstats_live *out)
+{
+    const struct kacc *w = view_of(s, 1), *r = view_of(s, 0), *t = w != NULL ? w : r;
+    struct kname top[KS_TOP];
+
+    memset(out, 0, sizeof *out);
+    if (r == NULL)
+        return 0;
+    if (w != NULL) {
+        out->win_busy_ns = busy_of(w);
+        out->win_count = w->count;
+    }
+    out->run_busy_ns = busy_of(r);
+    out->run_count = r->count;
+    if (top_of(t, top) > 0) {
+        out->top = top[0].name;
+        out->top_share = t->total_ns ? (double)top[0].ns / (double)t->total_ns : 0.0;
+    }
+    return 1;
+}
+
 /* Once per collector wake: the run's figures of the busiest stages. */
 static void sink_tick(uint64_t now_ns)
 {

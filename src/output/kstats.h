@@ -28,6 +28,18 @@ void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window
  * thread; takes only this file's publication lock. */
 void prof_kstats_metrics(struct prof_buf *b, int rank);
 
+/* A GPU stage's figures for the live file (live.c's snapshot): its
+ * kernels' busy time and count in the window and the run, and the top
+ * kernel by time (the window's, the run's where the window ran none) with
+ * its share of the kernels' time. 1 when s ran kernels in the run, else 0
+ * and *out zeroed. Lock held; top is interned (valid until exit). */
+struct prof_kstats_live {
+    uint64_t win_busy_ns, win_count, run_busy_ns, run_count;
+    double top_share;
+    const char *top;
+};
+int prof_kstats_live_locked(const struct prof_stage *s, struct prof_kstats_live *out);
+
 /* A periodic summary closed the window. */
 void prof_kstats_window_close(void);
 

@@ -41,6 +41,7 @@
 _Static_assert(sizeof(struct prof_live_file_header) == 336, "the live file's header moved");
 _Static_assert(sizeof(struct prof_live_file_row) == 96, "the live file's row changed");
 _Static_assert(sizeof(struct prof_live_file_gpu) == 40, "the live file's GPU entry changed");
+_Static_assert(sizeof(struct prof_live_file_kernels) == 80, "the live file's kernel entry changed");
 
 static uint64_t next_ns;                /* the next tick publishes from then */
 
@@ -139,6 +140,13 @@ int prof_live_snap_take_locked(struct prof_live_snap *s)
     for (const struct prof_thread *t = prof_threads; t != NULL; t = t->next)
         s->threads += !__atomic_load_n(&t->exited, __ATOMIC_RELAXED);
     s->ngpus = prof_gpu_live_locked(s->gpus, PROF_LIVE_MAX_GPUS, s->win_ns, s->run_ns);
+    s->nkst = 0;
+    for (size_t i = 0; i < s->table.len && s->nkst < PROF_LIVE_MAX_KSTAGES; i++) {
+        const struct prof_stats_snap_row *r = &s->table.rows[i];
+
+        if ((r->flags & PROF_STAGE_GPU) && prof_kstats_live_locked(r->stage, &s->kst[s->nkst].k))
+            s->kst[s->nkst++].row = (uint32_t)i;
+    }
     return 0;
 }
 
@@ -281,7 +289,8 @@ static void file_write(const struct prof_live_snap *s)
     struct prof_live_file_header *h;
     struct prof_live_file_row *fr;
     struct prof_live_file_gpu *fg;
-    size_t names = 0, names_at, size, off, gpu_off;
+    struct prof_live_file_kernels *fk;
+    size_t names = 0, names_at, size, off, gpu_off, kern_off;
     uint64_t seq;
     int err;
 
@@ -291,7 +300,8 @@ static void file_write(const struct prof_live_snap *s)
         names += strlen(s->table.rows[i].name);
     names_at = sizeof *h + s->table.len * sizeof *fr;
     gpu_off = (names_at + names + 7) & ~(size_t)7;
-    size = gpu_off + (size_t)s->ngpus * sizeof *fg;
+    kern_off = gpu_off + (size_t)s->ngpus * sizeof *fg;
+    size = kern_off + (size_t)s->nkst * sizeof *fk;
     /* Odd before the file may grow: a reader of the old size retries.
      * The header is in the first room, reserved when the file was made. */
     h = (struct prof_live_file_header *)map;
@@ -336,6 +346,10 @@ static void file_write(const struct prof_live_snap *s)
     h->gpu_size = sizeof *fg;
     h->ngpus = (uint32_t)s->ngpus;
     h->gpu_off = (uint32_t)gpu_off;
+    h->kern_size = sizeof *fk;
+    h->nkern = (uint32_t)s->nkst;
+    h->kern_off = (uint32_t)kern_off;
+    h->kern_pad = 0;
     fr = (struct prof_live_file_row *)(map + sizeof *h);
     off = 0;
     for (size_t i = 0; i < s->table.len; i++, fr++) {
@@ -372,6 +386,20 @@ static void file_write(const struct prof_live_snap *s)
         fg->busy_run = g->busy_run;
         fg->nvml_win = g->nvml_win;
         fg->nvml_run = g->nvml_run;
+    }
+    fk = (struct prof_live_file_kernels *)(map + kern_off);
+    for (int i = 0; i < s->nkst; i++, fk++) {
+        const struct prof_live_kstage *k = &s->kst[i];
+
+        memset(fk, 0, sizeof *fk);
+        fk->row = k->row;
+        fk->win_busy_ns = k->k.win_busy_ns;
+        fk->win_count = k->k.win_count;
+        fk->run_busy_ns = k->k.run_busy_ns;
+        fk->run_count = k->k.run_count;
+        fk->top_share = k->k.top_share;
+        if (k->k.top != NULL)
+            memcpy(fk->top, k->k.top, strnlen(k->k.top, sizeof fk->top - 1));
     }
     /* Release: a reader that sees this even number sees every byte above
      * (the odd store and the fence before the rows pair with the reader's

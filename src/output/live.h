@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "gpu_busy.h"
+#include "kstats.h"
 #include "stats_snap.h"
 
 /* Rows published: the heaviest stages of the run and their ancestors (the
@@ -29,6 +30,15 @@
 #define PROF_LIVE_LOCK_SHARE 50
 /* GPUs published: gpu_busy.c follows 64 tracks, devices and streams. */
 #define PROF_LIVE_MAX_GPUS 64
+/* GPU stages with kernel figures published (PROF_CUDA=kernels): the
+ * first in the table's order, which puts the heaviest first. */
+#define PROF_LIVE_MAX_KSTAGES 256
+
+/* A GPU stage's kernel figures, by its row in the snapshot. */
+struct prof_live_kstage {
+    uint32_t row;
+    struct prof_kstats_live k;
+};
 
 /* A snapshot: the process's numbers and what the statistics publish
  * (stats_snap.h), taken with the lock held, read with it released. */
@@ -46,11 +56,14 @@ struct prof_live_snap {
     struct prof_stats_snap table;  /* the stages */
     int ngpus;                   /* devices that ran GPU zones (gpu_busy.h) */
     struct prof_gpu_live gpus[PROF_LIVE_MAX_GPUS];
+    int nkst;                    /* GPU stages that ran kernels (kstats.h) */
+    struct prof_live_kstage kst[PROF_LIVE_MAX_KSTAGES];
 };
 
 /* ---- The file's layout (docs/LIVE.md; python/prof/live.py reads it). ----
  * A header, then nrows fixed rows, then the names (UTF-8, not terminated),
- * then (minor version 1) ngpus GPU entries at gpu_off, 8-aligned.
+ * then (minor version 1) ngpus GPU entries at gpu_off, 8-aligned, then
+ * (minor version 2) nkern kernel entries at kern_off, 8-aligned.
  * Written seqlock-style: seq is odd while the writer is inside; a reader
  * reads seq, the table, seq again, and retries unless both are the same
  * even number. Native byte order (readers are on the same host).
@@ -65,7 +78,7 @@ struct prof_live_snap {
  * the fields it knows from the front of each. */
 #define PROF_LIVE_MAGIC "PROFLIVE"
 #define PROF_LIVE_VERSION 1
-#define PROF_LIVE_MINOR 1
+#define PROF_LIVE_MINOR 2
 #define PROF_LIVE_PREFIX "prof-live-"
 
 struct prof_live_file_header {
@@ -81,7 +94,10 @@ struct prof_live_file_header {
     uint32_t minor_version;      /* offset 280: PROF_LIVE_MINOR; 0 before GPU entries */
     uint32_t gpu_size;           /* bytes per GPU entry */
     uint32_t ngpus, gpu_off;     /* entries, and where they start */
-    uint64_t reserved[5];
+    uint32_t kern_size;          /* offset 296 (minor 2): bytes per kernel entry */
+    uint32_t nkern, kern_off;    /* entries, and where they start */
+    uint32_t kern_pad;
+    uint64_t reserved[3];
 };
 
 struct prof_live_file_row {
@@ -97,6 +113,16 @@ struct prof_live_file_gpu {
     uint32_t flags;              /* bit 0: nvml_win is known, bit 1: nvml_run */
     double busy_win, busy_run;   /* share of the window's, the run's wall time, 0-1 */
     double nvml_win, nvml_run;   /* NVML's mean utilization, 0-1 (0 where unknown) */
+};
+
+/* A GPU stage's kernels (minor version 2, PROF_CUDA=kernels). */
+struct prof_live_file_kernels {
+    uint32_t row;                /* the stage's row */
+    uint32_t flags;              /* 0 */
+    uint64_t win_busy_ns, win_count;   /* the window's: busy (union), kernels */
+    uint64_t run_busy_ns, run_count;   /* the run's */
+    double top_share;            /* the top kernel's share of the kernels' time, 0-1 */
+    char top[32];                /* its short name, cut, NUL-padded ("" where none) */
 };
 
 /* The collector's hook: once a PROF_LIVE_PERIOD_NS, a snapshot (lock

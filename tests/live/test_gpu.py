@@ -116,7 +116,9 @@ def test_versions(env, gpu_start, live, runtime_dir):
     magic, version, header_size = struct.unpack_from("=8sII", data, 0)
     assert (magic, version, header_size) == (b"PROFLIVE", 1, HEADER_SIZE)
     minor, gpu_size, ngpus, gpu_off = struct.unpack_from("=IIII", data, MINOR_AT)
-    assert minor == 1 and ngpus == 1 and gpu_off % 8 == 0
+    assert minor >= 1 and ngpus == 1 and gpu_off % 8 == 0
+    # No kernel entries (minor 2) without PROF_CUDA=kernels: the GPU
+    # entries end the file.
     assert gpu_off + ngpus * gpu_size == len(data)
     entry = bytes(data[gpu_off:gpu_off + gpu_size])
 
@@ -129,9 +131,11 @@ def test_versions(env, gpu_start, live, runtime_dir):
     assert gpu_lines(r.stdout) == [] and "\ndata " in r.stdout, r.stdout
     assert live.snapshot(p.pid)["gpus"] is None
 
-    # A newer writer: minor version 2, entries 16 bytes longer.
+    # A newer writer: minor version 3, GPU entries 16 bytes longer (and
+    # no kernel entries, after them).
     new = bytearray(data[:gpu_off]) + entry + b"\xff" * 16
-    struct.pack_into("=IIII", new, MINOR_AT, 2, gpu_size + 16, 1, gpu_off)
+    struct.pack_into("=IIII", new, MINOR_AT, 3, gpu_size + 16, 1, gpu_off)
+    struct.pack_into("=IIII", new, MINOR_AT + 16, 80, 0, len(new), 0)
     struct.pack_into("=Q", new, SIZE_AT, len(new))
     replace_file(runtime_dir, p.pid, new)
     r = prof_top(env, str(p.pid), "--once")
