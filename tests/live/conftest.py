@@ -125,6 +125,35 @@ def live(env, monkeypatch):
     return load_live()
 
 
+def survives_mutations(live, real, places, seed, bursts=2000, burst_max=3, extra=()):
+    """Each byte at `places` of the live file `real` set to a few values,
+    then `bursts` mutations of 1..burst_max 8-byte words there (0, 2^62,
+    all ones, random, and `extra`): the reader must give a table or a
+    LiveError, nothing else (an exception of another type fails the test)."""
+    import random
+    import struct
+
+    rng = random.Random(seed)
+    words = (0, 1 << 62, (1 << 64) - 1) + tuple(extra)
+    for i in places:
+        for v in (0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)):
+            data = bytearray(real)
+            data[i] = v
+            try:
+                live._parse(bytes(data), "mutated")
+            except live.LiveError:
+                pass
+    for _ in range(bursts):
+        data = bytearray(real)
+        for _ in range(rng.randrange(1, burst_max + 1)):
+            at = min(rng.choice(places), len(data) - 8)
+            struct.pack_into("=Q", data, at, rng.choice(words + (rng.getrandbits(64),)))
+        try:
+            live._parse(bytes(data), "mutated")
+        except live.LiveError:
+            pass
+
+
 def wait_for(fn, timeout, what):
     end = time.monotonic() + timeout
     last = None
