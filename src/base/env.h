@@ -30,7 +30,7 @@ struct prof_config {
     int cuda;                    /* PROF_CUDA: enum prof_cuda_mode */
     char *cuda_lib;              /* PROF_CUDA_LIB: driver library to dlopen, or NULL */
     char *cupti_lib;             /* PROF_CUPTI_LIB: CUPTI library to dlopen, or NULL */
-    unsigned cupti_buffers;      /* PROF_CUPTI_BUFFERS: 1 MiB buffers; 0: the default */
+    unsigned cupti_buffers;      /* PROF_CUPTI_BUFFERS: 32 KiB buffers; 0: the default */
     int nvtx;                    /* PROF_NVTX=1 */
     int gpu_check_off;           /* PROF_GPU_CHECK=0 */
     int nvml_off;                /* PROF_NVML=0 */

@@ -27,7 +27,7 @@ enum {
 
 #define CUPTI_PACKED __attribute__((packed, aligned(8)))
 
-struct CUPTI_PACKED cupti_rec_kernel {     /* CUpti_ActivityKernel9, prefix */
+struct CUPTI_PACKED cupti_rec_kernel {     /* CUpti_ActivityKernel10 (and 9), prefix */
     uint32_t kind;
     uint8_t cache_config, shared_config;
     uint16_t regs;
