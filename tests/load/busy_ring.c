@@ -2,9 +2,11 @@
  * for 100 ms while a thread records 1 M zones/s beside busy processes
  * (issue 20).
  *
- * The collector is held by the summary handler, which runs on the
- * collector thread (PROF_SUMMARY_EVERY=<time>): it sleeps HOLD_MS at
- * every periodic summary, so no ring is drained meanwhile. Two CPU-bound
+ * A holder thread keeps the collector off every 400 ms for HOLD_MS: it
+ * takes the runtime lock, which every drain needs (the runtime is compiled
+ * into this test for that). The summary handler once did the holding, when
+ * it ran on the collector thread; since the output writer thread it holds
+ * nothing back, and this test passed without a hold. Two CPU-bound
  * children run beside the producer for the whole run. The producer paces
  * itself at RATE zones/s and never catches up in a burst: a producer that
  * was descheduled itself writes no more than RATE allows in any
@@ -13,9 +15,10 @@
  *     busy_ring [seconds]
  *
  * Passes when kept + dropped == produced and dropped == 0. Skips (77)
- * when records were dropped and the collector came back more than
+ * when records were dropped and the holder came back more than
  * LATE_MAX_MS late from a hold (a machine busier than the test's own
  * children: the absence was longer than the 100 ms under test). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +29,8 @@
 #include <unistd.h>
 
 #include <prof.h>
+
+#include "runtime.h"
 
 #define RATE 1000000.0
 #define HOLD_MS 100
@@ -45,21 +50,28 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void hold(void *user, const char *text, int kind)
-{
-    struct timespec ts = {0, HOLD_MS * 1000000L};
-    uint64_t t0, late;
+static int stop;
 
-    (void)user;
-    (void)text;
-    if (kind != PROF_SUMMARY_PERIODIC)
-        return;
-    __atomic_fetch_add(&holds, 1, __ATOMIC_RELAXED);
-    t0 = now_ns();
-    nanosleep(&ts, NULL);
-    late = now_ns() - t0 - HOLD_MS * 1000000ull;
-    if (late > __atomic_load_n(&worst_late_ns, __ATOMIC_RELAXED))
-        __atomic_store_n(&worst_late_ns, late, __ATOMIC_RELAXED);
+/* Every 400 ms, the collector off for HOLD_MS: the lock taken, a sleep. */
+static void *holder(void *arg)
+{
+    struct timespec gap = {0, 300 * 1000000L}, ts = {0, HOLD_MS * 1000000L};
+
+    (void)arg;
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+        uint64_t t0, late;
+
+        nanosleep(&gap, NULL);
+        prof_rt_lock();
+        holds++;
+        t0 = now_ns();
+        nanosleep(&ts, NULL);
+        late = now_ns() - t0 - HOLD_MS * 1000000ull;
+        prof_rt_unlock();
+        if (late > worst_late_ns)
+            worst_late_ns = late;
+    }
+    return NULL;
 }
 
 static uint64_t dropped_now(void)
@@ -79,6 +91,7 @@ int main(int argc, char **argv)
     uint64_t produced = 0, t0, last, dur = (uint64_t)(seconds * 1e9), dropped;
     double owed = 0;
     prof_stage_stats st;
+    pthread_t hold_thread;
 
     for (int i = 0; i < BUSY; i++) {
         busy[i] = fork();
@@ -92,9 +105,12 @@ int main(int argc, char **argv)
                 x++;
         }
     }
-    prof_set_summary_handler(hold, NULL);
     { PROF_ZONE("warm-up"); }
     prof_flush();
+    if (pthread_create(&hold_thread, NULL, holder, NULL) != 0) {
+        fprintf(stderr, "FAIL: no holder thread\n");
+        return 1;
+    }
     t0 = last = now_ns();
     for (;;) {
         uint64_t now = now_ns();
@@ -116,7 +132,8 @@ int main(int argc, char **argv)
         kill(busy[i], SIGKILL);
         waitpid(busy[i], NULL, 0);
     }
-    prof_set_summary_handler(NULL, NULL);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+    pthread_join(hold_thread, NULL);
     prof_flush();
     if (prof_stats("paced", &st) != 0) {
         fprintf(stderr, "FAIL: no stage 'paced'\n");
