@@ -7,7 +7,9 @@ import json
 import re
 import sys
 
-WHY = re.compile(r"^(FAIL|FAILED|ERROR|E  |AssertionError|.*Error:|.*error:|not ok)")
+# check.h's "FILE:LINE: check failed: ..." included: a C test's reason.
+WHY = re.compile(r"^(FAIL|FAILED|ERROR|E  |AssertionError|.*Error:|.*error:|not ok|"
+                 r".*check failed)")
 SHOWN = 3
 
 
@@ -24,7 +26,8 @@ def main():
                     continue
                 name = re.sub(r"^[^:]*:", "", t.get("name", "?")).replace(" / ", "/")
                 why = ""
-                for out in (t.get("stdout") or "").splitlines():
+                output = (t.get("stdout") or "") + "\n" + (t.get("stderr") or "")
+                for out in output.splitlines():
                     if WHY.match(out.strip()):
                         why = out.strip()
                         break
