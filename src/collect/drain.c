@@ -205,16 +205,20 @@ static void skip_warm_up(uint64_t at_ns)
  * begins at or after the step (its next iteration): the records before it
  * are the zones that were open at the step, ending. Held until the end of
  * the collector pass in which the stepping thread itself flushes (its
- * records are all in then), and at most WINDOW_HOLD_NS: a thread that
- * stays inside its zone after the step (blocked, or descheduled on a busy
- * machine) delays the summary that long, then its zone goes to the next
- * window, as an epoch's zone open across many steps always does. */
+ * records are all in then), or in which its outermost zone open at the
+ * step ended (zones nest: the inner ones ended before it; a thread idle
+ * after its last step held the summary WINDOW_HOLD_NS without this), and
+ * at most WINDOW_HOLD_NS: a thread that stays inside its zone after the
+ * step (blocked, or descheduled on a busy machine) delays the summary that
+ * long, then its zone goes to the next window, as an epoch's zone open
+ * across many steps always does. */
 #define WINDOW_HOLD_NS 1000000000ull
 
 static struct {
     struct prof_thread *t;       /* NULL: no window held */
     uint64_t step, cut_ns, cut_ticks;
     uint64_t since_ns;           /* when it was held */
+    int ended;                   /* its outermost zone open at the step ended */
 } held;
 
 /* The summary of the window that ends at step is due (formatted after
@@ -245,6 +249,7 @@ static void window_hold_locked(struct prof_thread *t, const prof_record_ *r, uin
         return;
     }
     held.t = t;
+    held.ended = 0;
     held.step = r->end;
     held.cut_ns = cut_ns;
     held.cut_ticks = r->start;
@@ -264,6 +269,8 @@ static int window_check_locked(const struct prof_thread *t, const prof_record_ *
         window_release_locked();
         return 1;
     }
+    if (kind == PROF_RECORD_ZONE_ && r->depth == 0)
+        held.ended = 1;     /* this window's; released at the pass's end */
     return 0;
 }
 
@@ -273,7 +280,7 @@ static void window_pass_end_locked(void)
 {
     if (held.t == NULL)
         return;
-    if (prof_thread_self_ == &held.t->hot ||
+    if (held.ended || prof_thread_self_ == &held.t->hot ||
         prof_clock_now_ns() - held.since_ns >= WINDOW_HOLD_NS)
         window_release_locked();
 }

@@ -7,7 +7,12 @@
  * "load" on a worker thread whose zones run back to back and straddle the
  * cuts.
  *
- * "one": PROF_SUMMARY_EVERY=1step, text: the header says "last 1 step". */
+ * "one": PROF_SUMMARY_EVERY=1step, text: the header says "last 1 step".
+ *
+ * "idle": after its 10th step the thread records nothing more (a loop
+ * that ends, or pauses for evaluation): the summary still comes at once,
+ * with the iteration that ended after the step, not after the 1 s that a
+ * window waits for a thread still inside its zone. */
 #include <prof.h>
 
 #include <unistd.h>
@@ -108,6 +113,37 @@ static void one_step(void)
     }
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void idle_after_step(void)
+{
+    uint64_t stepped, waited;
+    int n;
+
+    for (int step = 0; step < EVERY; step++) {
+        PROF_ZONE("iter");
+        test_spin_ns(100000);
+        prof_step();
+    }
+    stepped = mono_ns();
+    n = periodic_wait(1);
+    waited = mono_ns() - stepped;
+    CHECK_MSG(n == 1, "no summary within 10 s of step %d", EVERY);
+    fprintf(stderr, "summary %.1f ms after the step\n", (double)waited / 1e6);
+    CHECK_EQ(test_json_u64(periodic[0], "step"), EVERY);
+    CHECK_MSG(window_field(periodic[0], "iter", "count") == EVERY, "%.0f iterations, want %d",
+              window_field(periodic[0], "iter", "count"), EVERY);
+    /* The collector looks every 20 ms; 800 ms is a starved machine's
+     * margin below the 1 s hold. */
+    CHECK_MSG(waited < 800000000u, "the summary came %.0f ms after the step", (double)waited / 1e6);
+}
+
 int main(int argc, char **argv)
 {
     pthread_t th;
@@ -117,6 +153,10 @@ int main(int argc, char **argv)
     prof_set_summary_handler(handler, NULL);
     if (argc > 1 && strcmp(argv[1], "one") == 0) {
         one_step();
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "idle") == 0) {
+        idle_after_step();
         return 0;
     }
     CHECK_EQ(pthread_create(&th, NULL, loader, NULL), 0);
