@@ -73,6 +73,7 @@ _st = {
     "state": None,
     "last": None,
     "cost": None,
+    "keep": [],     # the tensors of the last window's collectives (_keep)
 }
 
 
@@ -235,12 +236,16 @@ def _rounds(fl):
         return
     moved = 0
     works = []
+    keep = _st["keep"] = []
     try:
         for rnd in range(3):
             buf, parts = _prof._ranks_contribute(fl["state"], rnd)
             words = torch.frombuffer(buf, dtype=torch.int64)
+            split = torch.split(words, list(parts))
+            keep.append(words)
+            keep.extend(split)
             works = [dist.all_reduce(part, op=op, group=_st["group"], async_op=True)
-                     for part, op in zip(torch.split(words, list(parts)), ops) if part.numel()]
+                     for part, op in zip(split, ops) if part.numel()]
             for w in works:
                 w.wait()          # the group's timeout bounds it
             works = []
@@ -309,6 +314,31 @@ def _drain():
         t.join(max(0.0, t.deadline - _time.monotonic()))
 
 
+def _at_exit():
+    """_drain, then _keep: the interpreter is about to go."""
+    _drain()
+    _keep(_st["keep"])
+
+
+def _keep(tensors):
+    """Never free the tensors that prof gave to gloo. A gloo worker thread
+    lets go of a finished collective's tensors a moment after wait()
+    returns; when its reference is the last one, freeing the tensor's
+    Python object needs the GIL, and once the interpreter is finalizing
+    that thread is ended with pthread_exit inside C++ code that cannot
+    unwind: "terminate called without an active exception", SIGABRT, the
+    rank's exit status lost (1 run in 10 of the 4-rank DDP example on a
+    busy machine). prof keeps a reference to the last window's tensors
+    (_rounds) and, at exit, one that is never dropped: a few kilobytes."""
+    try:
+        import ctypes
+
+        for t in tensors:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(t))
+    except Exception:  # noqa: BLE001 - the list still holds them until the modules go
+        pass
+
+
 def step():
     """``prof.step()`` plus, at a step that closes a window, the start of
     the cross-rank reduction (which a worker thread finishes). Returns the
@@ -361,7 +391,7 @@ def _hook_destroy(d):
         destroy_process_group.__doc__ = orig.__doc__
         d.destroy_process_group = destroy_process_group
     import atexit
-    atexit.register(_drain)
+    atexit.register(_at_exit)
 
 
 def enable(timeout=None):
