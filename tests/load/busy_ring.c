@@ -15,9 +15,10 @@
  *     busy_ring [seconds]
  *
  * Passes when kept + dropped == produced and dropped == 0. Skips (77)
- * when records were dropped and the holder came back more than
- * LATE_MAX_MS late from a hold (a machine busier than the test's own
- * children: the absence was longer than the 100 ms under test). */
+ * when records were dropped and the collector was more than BEHIND_MAX_MS
+ * behind (the summary's loss figure): a machine busier than the test's own
+ * children kept it away longer than the 100 ms under test (CI once saw
+ * 132 ms, the holder itself back 4.8 ms after its hold). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -35,7 +36,9 @@
 #define RATE 1000000.0
 #define HOLD_MS 100
 #define BUSY 2
-#define LATE_MAX_MS 25
+/* The ring (128k records) holds 131 ms at RATE; 115 ms of absence plus the
+ * producer's 10 ms of catching up must fit. */
+#define BEHIND_MAX_MS 115
 
 static int holds;
 /* The longest the collector thread took beyond HOLD_MS to get a CPU back
@@ -74,12 +77,22 @@ static void *holder(void *arg)
     return NULL;
 }
 
-static uint64_t dropped_now(void)
+/* The records dropped, and how far behind the collector was when it found
+ * its oldest waiting record (the summary's loss figure): the absence the
+ * ring had to ride out, the hold plus the collector's own wait for a CPU
+ * after it, which no other thread can time. */
+static uint64_t dropped_now(uint64_t *behind_ns)
 {
     static char buf[1 << 16];
     const char *p;
 
     prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_JSON);
+    *behind_ns = 0;
+    for (p = buf; (p = strstr(p, "\"behind_ns\":")) != NULL; p++) {
+        uint64_t b = strtoull(p + 12, NULL, 10);
+        if (b > *behind_ns)
+            *behind_ns = b;
+    }
     p = strstr(buf, "\"dropped\":");
     return p ? strtoull(p + 10, NULL, 10) : UINT64_MAX;
 }
@@ -88,7 +101,7 @@ int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 3.0;
     pid_t busy[BUSY];
-    uint64_t produced = 0, t0, last, dur = (uint64_t)(seconds * 1e9), dropped;
+    uint64_t produced = 0, t0, last, dur = (uint64_t)(seconds * 1e9), dropped, behind_ns;
     double owed = 0;
     prof_stage_stats st;
     pthread_t hold_thread;
@@ -139,10 +152,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "FAIL: no stage 'paced'\n");
         return 1;
     }
-    dropped = dropped_now();
+    dropped = dropped_now(&behind_ns);
     printf("figure: produced=%llu kept=%llu dropped=%llu holds=%d (%d ms each, up to %.1f ms "
-           "late)\n", (unsigned long long)produced, (unsigned long long)st.count,
-           (unsigned long long)dropped, holds, HOLD_MS, (double)worst_late_ns / 1e6);
+           "late; the collector up to %.1f ms behind)\n", (unsigned long long)produced,
+           (unsigned long long)st.count, (unsigned long long)dropped, holds, HOLD_MS,
+           (double)worst_late_ns / 1e6, (double)behind_ns / 1e6);
     if (holds == 0) {
         fprintf(stderr, "FAIL: the collector was never held\n");
         return 1;
@@ -151,12 +165,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "FAIL: kept + dropped != produced\n");
         return 1;
     }
-    if (dropped != 0 && worst_late_ns > LATE_MAX_MS * 1000000ull) {
+    if (dropped != 0 && behind_ns > BEHIND_MAX_MS * 1000000ull) {
         /* The ring is sized for 100 ms of absence, not for a machine
          * that kept the collector off the CPU for longer still. */
-        printf("SKIP: the collector got a CPU back up to %.1f ms after its %d ms hold "
-               "(> %d ms): the machine is busier than this test can judge\n",
-               (double)worst_late_ns / 1e6, HOLD_MS, LATE_MAX_MS);
+        printf("SKIP: the holder got a CPU back up to %.1f ms after its %d ms hold, the "
+               "collector was up to %.1f ms behind (> %d ms): the machine is busier than this "
+               "test can judge\n", (double)worst_late_ns / 1e6, HOLD_MS,
+               (double)behind_ns / 1e6, BEHIND_MAX_MS);
         return 77;
     }
     if (dropped != 0) {
