@@ -113,14 +113,6 @@ static void one_step(void)
     }
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void idle_after_step(void)
 {
     uint64_t stepped, waited;
@@ -131,9 +123,9 @@ static void idle_after_step(void)
         test_spin_ns(100000);
         prof_step();
     }
-    stepped = mono_ns();
+    stepped = test_now_ns();
     n = periodic_wait(1);
-    waited = mono_ns() - stepped;
+    waited = test_now_ns() - stepped;
     CHECK_MSG(n == 1, "no summary within 10 s of step %d", EVERY);
     fprintf(stderr, "summary %.1f ms after the step\n", (double)waited / 1e6);
     CHECK_EQ(test_json_u64(periodic[0], "step"), EVERY);
