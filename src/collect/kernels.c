@@ -103,7 +103,7 @@ static unsigned nnames;
 static struct prof_cupti_buf *taken;
 static uint64_t last_flush_ns, lost, cupti_lost;
 static int flush_forced;                /* the next flush is the run's last */
-static int note_zones, note_pending, note_empty, note_empty_end, note_unfinished;
+static int note_zones, note_pending, note_empty, note_empty_end, note_unfinished, note_names;
 
 static struct kstream *stream_of(uint32_t sid, int create)
 {
@@ -290,8 +290,11 @@ static const char *kernel_name(const char *cupti_name)
         return "(unnamed kernel)";
     if ((r = prof_map_get(&names, (uintptr_t)cupti_name)) != NULL)
         return r;
-    if (nnames >= KZ_NAMES)
+    if (nnames >= KZ_NAMES) {
+        prof_log_once(&note_names, "over %u distinct kernel names (PROF_CUDA=kernels): "
+                      "later ones are named \"%s\"", KZ_NAMES, other_kernels);
         return other_kernels;
+    }
     n = short_name(cupti_name, &s);
     if ((r = prof_intern_n(s, n)) == NULL || prof_map_put(&names, (uintptr_t)cupti_name,
                                                          (void *)(uintptr_t)r) != 0)
