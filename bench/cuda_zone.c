@@ -15,12 +15,25 @@
  * runs of ZONES; between runs (untimed) the collector delivers the GPU
  * zones, so the events go back to the pool as in a steady training loop.
  *
+ * With PROF_CUDA=kernels the zone records no events (its GPU side comes
+ * from CUPTI), and one more figure matters: what CUPTI adds to each launch.
+ *
+ *   launch         one cuMemsetD8Async of a byte on the stream: with
+ *                  PROF_CUDA=kernels CUPTI records it (its API and memset
+ *                  records), without, it is the plain launch; run both
+ *                  modes to compare
+ *
+ * Between kernels-mode runs one memset (untimed) follows the zones: a
+ * stream runs in order, so the zones' spans are final once it is read, and
+ * the run need not wait out the 2 s a zone that launched nothing is held.
+ *
  * The driver is PROF_CUDA_LIB (the test suite's fake, under `meson test
  * --benchmark`) or libcuda.so.1: on a machine with a GPU, run it with
  * PROF_CUDA_LIB unset to measure the real driver.
  *
  * Last line, for scripts:
- * prof-bench cuda: zone=<ns> event_records=<ns> overhead=<ns> */
+ * prof-bench cuda: zone=<ns> event_records=<ns> overhead=<ns> ratio=<x>
+ *                  launch=<ns> mode=<events|kernels> */
 #include <dlfcn.h>
 
 #include <prof.h>
@@ -34,9 +47,13 @@ typedef int CUresult;
 typedef void *CUcontext;
 typedef void *CUstream;
 typedef void *CUevent;
+typedef unsigned long long CUdeviceptr;
 
 static CUresult (*cu_record)(CUevent, CUstream);
 static CUresult (*cu_capturing)(CUstream, int *);
+static CUresult (*cu_memset)(CUdeviceptr, unsigned char, size_t, CUstream);
+static CUdeviceptr dev_byte;
+static int kernels_mode;
 static CUstream stream;
 static CUevent ev_a, ev_b;
 static uint64_t delivered;
@@ -73,6 +90,15 @@ __attribute__((noinline)) static double run_cuda_zones(int n)
     return (double)(bench_now_ns() - t0) / n;
 }
 
+__attribute__((noinline)) static double run_launches(int n)
+{
+    uint64_t t0 = bench_now_ns();
+
+    for (int i = 0; i < n; i++)
+        cu_memset(dev_byte, 0, 1, stream);
+    return (double)(bench_now_ns() - t0) / n;
+}
+
 static double run_cpu_zones(int n)
 {
     return bench_zones(n, "bench_cpu");
@@ -84,6 +110,8 @@ static int settle(void)
     prof_stage_stats st;
     uint64_t deadline = bench_now_ns() + 10000000000ull;
 
+    if (kernels_mode)
+        cu_memset(dev_byte, 0, 1, stream);
     for (;;) {
         if (prof_stats("bench_cuda [gpu]", &st) == 0 && st.count >= delivered)
             return 0;
@@ -130,8 +158,10 @@ int main(int argc, char **argv)
     CUresult (*cu_set_current)(CUcontext);
     CUresult (*cu_stream_create)(CUstream *, unsigned);
     CUresult (*cu_event_create)(CUevent *, unsigned);
+    CUresult (*cu_mem_alloc)(CUdeviceptr *, size_t);
     CUcontext ctx;
-    double zone, records, cpu, capture;
+    double zone, records, cpu, capture, launch;
+    const char *mode = getenv("PROF_CUDA");
     void *h;
     int dev;
 
@@ -153,9 +183,13 @@ int main(int argc, char **argv)
     SYM(cu_event_create, "cuEventCreate");
     SYM(cu_record, "cuEventRecord");
     SYM(cu_capturing, "cuStreamIsCapturing");
+    SYM(cu_mem_alloc, "cuMemAlloc_v2");
+    SYM(cu_memset, "cuMemsetD8Async");
+    kernels_mode = mode != NULL && strcmp(mode, "kernels") == 0;
     if (cu_init(0) != 0 || cu_device_get(&dev, 0) != 0 || cu_primary_ctx(&ctx, dev) != 0 ||
         cu_set_current(ctx) != 0 || cu_stream_create(&stream, 1 /* non-blocking */) != 0 ||
-        cu_event_create(&ev_a, 0) != 0 || cu_event_create(&ev_b, 0) != 0) {
+        cu_event_create(&ev_a, 0) != 0 || cu_event_create(&ev_b, 0) != 0 ||
+        cu_mem_alloc(&dev_byte, 256) != 0) {
         printf("prof-bench cuda: skipped (no usable CUDA device behind %s)\n", lib);
         return 77;
     }
@@ -175,8 +209,9 @@ int main(int argc, char **argv)
     zone = median_run(run_cuda_zones, 1);
     cpu = median_run(run_cpu_zones, 0);
     capture = median_run(run_capture_queries, 0);
+    launch = median_run(run_launches, 0);
 
-    printf("driver: %s\n", lib);
+    printf("driver: %s, PROF_CUDA=%s\n", lib, kernels_mode ? "kernels" : "events");
     printf("%-44s %8.1f ns\n", "CUDA zone (begin + end)", zone);
     printf("%-44s %8.1f ns\n", "two cuEventRecord calls (the floor)", records);
     printf("%-44s %8.1f ns\n", "prof's own part of a CUDA zone", zone - records);
@@ -186,7 +221,10 @@ int main(int argc, char **argv)
      * timer pays (on an H200, issue 29: ~2.4 us, nearly all of it the two
      * records, so the ratio is near 1). */
     printf("%-44s %8.2f x\n", "CUDA zone / the two-record floor", records > 0 ? zone / records : 0);
-    printf("prof-bench cuda: zone=%.1f event_records=%.1f overhead=%.1f ratio=%.2f\n", zone,
-           records, zone - records, records > 0 ? zone / records : 0);
+    printf("%-44s %8.1f ns\n", kernels_mode ? "a memset launch, CUPTI recording it"
+                                            : "a memset launch (no CUPTI)", launch);
+    printf("prof-bench cuda: zone=%.1f event_records=%.1f overhead=%.1f ratio=%.2f launch=%.1f "
+           "mode=%s\n", zone, records, zone - records, records > 0 ? zone / records : 0, launch,
+           kernels_mode ? "kernels" : "events");
     return 0;
 }

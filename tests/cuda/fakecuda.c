@@ -558,6 +558,30 @@ FAKE_API CUresult cuStreamDestroy(CUstream s) { return stream_destroy(s); }
 FAKE_API CUresult cuEventDestroy(CUevent ev) { return event_destroy(ev); }
 FAKE_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) { return event_elapsed(ms, a, b); }
 
+/* Device memory and a memset, for the benchmark's PROF_CUDA=kernels run
+ * (bench/cuda_zone.c): the memset is 1 us of simulated work, reported to
+ * the fake CUPTI as a memset. The "memory" is an address nothing reads. */
+typedef unsigned long long CUdeviceptr;
+
+FAKE_API void fakecuda_launch_kind(CUstream s, uint64_t ns, int kind, const char *name);
+
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes)
+{
+    static uint64_t next = 0x7f0000000000ull;
+
+    if (p == NULL || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = __atomic_fetch_add(&next, (bytes + 255) & ~(size_t)255, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
+{
+    (void)p, (void)v, (void)n;
+    fakecuda_launch_kind(s, 1000, 2, NULL);
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------ */
 /* For tests                                                                 */
 
