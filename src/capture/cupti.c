@@ -161,7 +161,11 @@ static void *sym(void *h, const char *name)
 
 int prof_cupti_open(void)
 {
-    /* The loader's path first (a venv's nvidia-cuda-cupti, LD_LIBRARY_PATH),
+    /* A CUPTI the process has already loaded comes first (a torch wheel
+     * loads its own libcupti.so.13 by path): another found on the paths
+     * would be a second copy, a second CUPTI in one process. */
+    static const char *const loaded[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    /* Then the loader's path (a venv's nvidia-cuda-cupti, LD_LIBRARY_PATH),
      * then where the toolkit installs it, which the loader does not search
      * by default. */
     static const char *const libs[] = {
@@ -181,6 +185,8 @@ int prof_cupti_open(void)
         h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         err = h == NULL ? dlerror() : NULL;
     } else {
+        for (i = 0; h == NULL && i < sizeof loaded / sizeof loaded[0]; i++)
+            h = dlopen(lib = loaded[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
         for (i = 0; h == NULL && i < sizeof libs / sizeof libs[0]; i++) {
             lib = libs[i];
             if ((h = dlopen(lib, RTLD_NOW | RTLD_LOCAL)) == NULL && err == NULL)

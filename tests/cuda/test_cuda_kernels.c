@@ -37,6 +37,11 @@
  * names        6,000 kernels of distinct names: the first 4,096 names are
  *              kept, later kernels are "(other kernels)" (in the trace's
  *              slices), all are counted, and the bound is said once.
+ * loaded       no PROF_CUPTI_LIB; the process has loaded a CUPTI by path
+ *              (soname libcupti.so.13, as a torch wheel does) and a decoy
+ *              libcupti.so, too old, is on the loader's path: prof uses the
+ *              loaded one (a second copy would be a second CUPTI in the
+ *              process): kernels mode, no line.
  * unfinished   the run ends while a 5 s kernel still runs: CUPTI's
  *              ordinary flush never hands back the buffer holding it, so
  *              the final summary needs the forced one: the zone before it
@@ -495,6 +500,41 @@ static void names(void)
            "%d slices named (other kernels), k0000 %d, k4094 %d", other, first, last);
 }
 
+/* Whether dir is one of the entries of the colon-separated list. */
+static int on_path(const char *list, const char *dir)
+{
+    size_t n = strlen(dir);
+
+    for (const char *p = list; p != NULL && *p != '\0'; p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL)
+        if (strncmp(p, dir, n) == 0 && (p[n] == ':' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+static void loaded(void)
+{
+    const char *good = getenv("FAKECUPTI_LOADED"), *decoy = getenv("FAKECUPTI_DECOY");
+    char dir[4096];
+
+    CHECK(good != NULL && decoy != NULL && getenv("PROF_CUPTI_LIB") == NULL);
+    /* The decoy must be where the loader looks, or this proves nothing. */
+    snprintf(dir, sizeof dir, "%s", decoy);
+    CHECK(strrchr(dir, '/') != NULL);
+    *strrchr(dir, '/') = '\0';
+    CHECKF(on_path(getenv("LD_LIBRARY_PATH"), dir), "the decoy's folder %s is not on "
+           "LD_LIBRARY_PATH (%s)", dir, getenv("LD_LIBRARY_PATH"));
+    CHECKF(dlopen(good, RTLD_NOW | RTLD_LOCAL) != NULL, "%s: %s", good, dlerror());
+    {
+        PROF_CUDA_ZONE("step", s1);     /* CUPTI is opened here */
+        kernel(s1, 100 * US, "_Z3k_av");
+    }
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    CHECK(wait_count("step [gpu]", 1, 20000) == 1);
+    summaries();
+    CHECK(kernels_number("step [gpu]", "count") == 1);
+    LOG_EXPECT_NONE();
+}
+
 static void forked(void)
 {
     pid_t pid;
@@ -593,6 +633,8 @@ int main(int argc, char **argv)
         flushfail();
     else if (strcmp(mode, "many") == 0)
         many();
+    else if (strcmp(mode, "loaded") == 0)
+        loaded();
     else if (strcmp(mode, "names") == 0)
         names();
     else if (strcmp(mode, "fork") == 0)
