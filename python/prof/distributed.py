@@ -53,7 +53,6 @@ _c_step = _prof.step
 
 # Store keys, under the default store (one job, one prof per process).
 _K = "prof_ranks/"
-_ABSENT = "\x00absent"
 _GRACE_S = 3.0      # how long a rank that failed waits for the reporter's words
 
 # mode: "off", "pending" (waiting for the process group), "on", "refused"
@@ -91,12 +90,34 @@ def _fail(why):
     _prof._ranks_abandon(why)
 
 
-def _peek(store, key):
-    """The value of key, or None, without waiting (compare_set does not
-    block; get would, for the store's whole timeout)."""
-    v = store.compare_set(key, _ABSENT, _ABSENT)
-    v = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-    return None if v == _ABSENT else v
+# The store, from prof's worker thread while the training thread runs
+# Python: only set, add and get, whose bindings hold the GIL while they make
+# Python objects. Not compare_set: up to torch 2.3 it builds its bytes
+# result with the GIL released, which corrupts the interpreter's heap when
+# another thread runs Python then (a rank died of SIGSEGV in 1 of about 100
+# DDP runs; a busy training thread beside prof's reductions crashed in
+# seconds: test_store_beside_a_busy_training_thread in
+# tests/distributed/test_torch.py). Not check: torch 1.13 does not
+# bind it. get blocks until its key exists, so a text is published with a
+# counter (add, which never blocks) that says it is there.
+
+def _count(store, key):
+    """The counter key (0 when absent), without waiting."""
+    return store.add(key, 0)
+
+
+def _publish(store, key, text):
+    """Make text readable under key: the text first, then its counter."""
+    store.set(key + "/text", text)
+    store.add(key, 1)
+
+
+def _read(store, key):
+    """The text published under key, or None, without waiting."""
+    if _count(store, key) == 0:
+        return None
+    v = store.get(key + "/text")
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
 def _ranks_list(ranks, limit=8):
@@ -107,29 +128,34 @@ def _ranks_list(ranks, limit=8):
 
 
 def _absent(store, prefix, world):
-    """The ranks that did not set prefix<rank> (one look-up a rank: only
+    """The ranks that did not count prefix<rank> (one look-up a rank: only
     after a timeout)."""
-    return [r for r in range(world) if _peek(store, "%s%d" % (prefix, r)) is None]
+    return [r for r in range(world) if _count(store, "%s%d" % (prefix, r)) == 0]
 
 
 def _agree(store, tag, rank, world, timeout):
     """Wait until every rank has arrived at tag, for at most timeout. Every
     rank reaches the same answer: the first rank to see all arrivals, or to
-    give up, writes the decision with compare_set and everyone reads it.
-    Returns None (go) or why not."""
-    store.set("%s%s/here/%d" % (_K, tag, rank), "1")
+    give up, takes the decision's lock (the first add to it), publishes the
+    decision, and everyone reads it. Returns None (go) or why not."""
+    store.add("%s%s/here/%d" % (_K, tag, rank), 1)
     store.add("%s%s/count" % (_K, tag), 1)
     decision = "%s%s/decision" % (_K, tag)
     deadline = _time.monotonic() + timeout
     pause = 0.002
     while True:
-        d = _peek(store, decision)
-        if d is None and store.add("%s%s/count" % (_K, tag), 0) >= world:
-            d = store.compare_set(decision, "", "go").decode()
-        if d is None and _time.monotonic() > deadline:
-            missing = _absent(store, "%s%s/here/" % (_K, tag), world)
-            d = store.compare_set(decision, "", "no: %s did not arrive within %gs" % (
-                _ranks_list(missing), timeout)).decode()
+        d = _read(store, decision)
+        here = d is None and _count(store, "%s%s/count" % (_K, tag)) >= world
+        late = _time.monotonic() > deadline
+        if d is None and (here or late) and store.add(decision + "/lock", 1) == 1:
+            d = "go"
+            if not here:
+                missing = _absent(store, "%s%s/here/" % (_K, tag), world)
+                d = "no: %s did not arrive within %gs" % (_ranks_list(missing), timeout)
+            _publish(store, decision, d)
+        if d is None and _time.monotonic() > deadline + _GRACE_S:
+            # The lock's holder never published (it died between the two).
+            d = "no: the rank deciding did not say within %gs" % (timeout + _GRACE_S)
         if d is not None:
             return None if d == "go" else d[4:]
         _time.sleep(pause)
@@ -183,12 +209,12 @@ def _timed_out(k, step, err):
             else:
                 why = "the reduction of window %d (step %d on rank %d) failed: %s" % (
                     k + 1, step, rank, err)
-            store.set(_K + "abort", why)
+            _publish(store, _K + "abort", why)
         else:
             deadline = _time.monotonic() + _GRACE_S
             why = None
             while why is None and _time.monotonic() < deadline:
-                why = _peek(store, _K + "abort")
+                why = _read(store, _K + "abort")
                 _time.sleep(0.02)
             if why is None:
                 why = "the reduction of window %d at step %d: %s" % (k + 1, step, err)
@@ -226,9 +252,9 @@ def _rounds(fl):
     k, step, store = fl["k"], fl["step"], _st["store"]
     try:
         # A rank that gave up told the others: do not wait for it again.
-        why = _peek(store, _K + "abort")
+        why = _read(store, _K + "abort")
         if why is None:
-            store.set("%sw%d/here/%d" % (_K, k, _st["rank"]), str(step))
+            store.add("%sw%d/here/%d" % (_K, k, _st["rank"]), 1)
     except Exception as e:  # noqa: BLE001
         why = "the store: %s: %s" % (type(e).__name__, e)
     if why is not None:
