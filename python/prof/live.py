@@ -1,12 +1,14 @@
 """prof.live: read the live table that a running prof process publishes.
 
 Every process recording with ``PROF=1`` (unless ``PROF_LIVE=0``) writes its
-stages once a second to a file named by its pid, ``prof-live-PID``, under
-this user's directory, ``$XDG_RUNTIME_DIR/prof`` or ``/dev/shm/prof-UID``
-(0700, the file 0600). This module reads it, trusting only this user's
-own files (owner and mode checked, every count and index bounded: a
-malformed file is a LiveError for that file); ``prof-top`` is built on
-it::
+stages once a second to a file named by its pid, ``prof-live-PID``
+(``prof-live-PID-nsINODE`` in a pid namespace other than the initial one:
+a container), under this user's directory, ``$XDG_RUNTIME_DIR/prof``,
+``/dev/shm/prof-UID``, or where another user took that name first,
+``/dev/shm/prof-UID.XXXXXX`` (0700, the file 0600). This module reads it,
+trusting only this user's own files (owner and mode checked, every count
+and index bounded: a malformed file is a LiveError for that file);
+``prof-top`` is built on it::
 
     import prof.live
     for p in prof.live.processes():
@@ -31,22 +33,30 @@ import stat
 import struct
 import time
 
-__all__ = ["processes", "snapshot", "rates", "directories", "path_of", "LiveError"]
+__all__ = ["processes", "snapshot", "rates", "same_process", "directories", "path_of",
+           "parse_id", "LiveError"]
 
 MAGIC = b"PROFLIVE"
 VERSION = 1
 # Additions a reader of VERSION may ignore (live.h): 1, the GPU entries;
-# 2, the GPU stages' kernel entries (PROF_CUDA=kernels).
-MINOR = 2
+# 2, the GPU stages' kernel entries (PROF_CUDA=kernels); 3, the process's
+# pid and time namespaces and its start time.
+MINOR = 3
 PREFIX = "prof-live-"
+# The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO): its
+# processes' files have the plain name prof-live-PID.
+INIT_PID_NS = 0xEFFFFFFC
 
 # src/output/live.h: struct prof_live_file_header, prof_live_file_row and
 # prof_live_file_gpu, prof_live_file_kernels.
-_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIIIIIII24x")
+_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIIIIIIIIIQ8x")
 _ROW = struct.Struct("=IIIIIIQQQQQQddd")
 _GPU = struct.Struct("=iIdddd")
 _KERN = struct.Struct("=IIQQQQd32s")
 _SEQ_OFFSET = 24
+_PID_OFFSET = 40
+_IDENT_OFFSET = 312       # pid_ns, time_ns (uint32), start_ticks (uint64)
+_MINOR_OFFSET = 280
 _NO_PARENT = 0xFFFFFFFF
 _PATH_MAX = 256
 
@@ -85,20 +95,29 @@ def _private_dir(d):
 def directories():
     """Where this user's files are looked for: $XDG_RUNTIME_DIR/prof (the
     writer's choice where that variable names a directory of this user's),
-    then /dev/shm/prof-UID; only those that are this user's alone (0700)."""
+    then /dev/shm/prof-UID, then /dev/shm/prof-UID.* (where a writer found
+    /dev/shm/prof-UID taken by another user, it made one with mkdtemp);
+    only those that are this user's alone (0700)."""
     out = []
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     cands = [os.path.join(xdg, "prof")] if xdg and xdg.startswith("/") else []
     cands.append("/dev/shm/prof-%d" % os.geteuid())
+    prefix = "prof-%d." % os.geteuid()
+    try:
+        cands += sorted(os.path.join("/dev/shm", n) for n in os.listdir("/dev/shm")
+                        if n.startswith(prefix))
+    except OSError:
+        pass
     for d in cands:
         if d not in out and _private_dir(d):
             out.append(d)
     return out
 
 
-def _state(pid):
-    """The process's state letter from /proc/PID/stat ('R', 'S', 'Z', ...),
-    None when there is no such process, '?' where /proc cannot say."""
+def _stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (the first is
+    the state, field 3), None when there is no such process, [] where
+    /proc cannot say."""
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
             data = f.read()
@@ -111,16 +130,79 @@ def _state(pid):
             return None
         except PermissionError:
             pass
-        return "?"
+        return []
     # pid (comm) state ...: comm may hold spaces and parentheses.
-    rest = data[data.rfind(b")") + 1:].split()
-    return rest[0].decode("ascii", "replace") if rest else "?"
+    return data[data.rfind(b")") + 1:].split()
+
+
+def _state(pid):
+    """The process's state letter from /proc/PID/stat ('R', 'S', 'Z', ...),
+    None when there is no such process, '?' where /proc cannot say."""
+    f = _stat_fields(pid)
+    if f is None:
+        return None
+    return f[0].decode("ascii", "replace") if f else "?"
+
+
+def _start_ticks(pid):
+    """Its start time (field 22, clock ticks since boot), None where
+    unknown."""
+    f = _stat_fields(pid)
+    try:
+        return int(f[19]) if f else None
+    except ValueError:
+        return None
 
 
 def _alive(pid):
     """A process that runs: not gone, and not a zombie (ended, its parent
     has not reaped it yet) or dead."""
     return _state(pid) not in (None, "Z", "X", "x")
+
+
+def _ns_inode(pid, kind):
+    """The inode of /proc/PID/ns/KIND (pid "self" too), None where /proc
+    cannot say."""
+    try:
+        link = os.readlink("/proc/%s/ns/%s" % (pid, kind))
+    except OSError:
+        return None
+    try:
+        return int(link[link.index("[") + 1:link.rindex("]")])
+    except ValueError:
+        return None
+
+
+class _Self:
+    """The reader's own pid and time namespaces, and whether /proc's pids
+    are its namespace's (a /proc mounted for another namespace names other
+    processes by the same numbers)."""
+
+    def __init__(self):
+        self.pid_ns = _ns_inode("self", "pid")
+        self.time_ns = _ns_inode("self", "time") or 0
+        try:
+            self.proc_ok = self.pid_ns is not None and \
+                os.readlink("/proc/self") == str(os.getpid())
+        except OSError:
+            self.proc_ok = False
+
+
+def _name_of(name):
+    """(pid, pid namespace inode or None for the plain name) of a file
+    name, None for a name that is not a live file's."""
+    if not name.startswith(PREFIX):
+        return None
+    rest = name[len(PREFIX):]
+    ns = None
+    if "-ns" in rest:
+        rest, ns = rest.split("-ns", 1)
+        if not ns.isdigit() or not 0 < int(ns) < 1 << 32:
+            return None
+        ns = int(ns)
+    if not rest.isdigit() or not 0 < int(rest) < 1 << 31:
+        return None
+    return int(rest), ns
 
 
 def _entries():
@@ -130,11 +212,152 @@ def _entries():
         except OSError:
             continue
         for name in names:
-            if not name.startswith(PREFIX) or not name[len(PREFIX):].isdigit():
+            n = _name_of(name)
+            if n is not None:
+                yield n[0], n[1], os.path.join(d, name)
+
+
+def _ident(path):
+    """(pid_ns, time_ns, start_ticks) from the file's header, each 0 where
+    the writer did not say (a writer before minor version 3, or one that
+    could not read /proc), or None when the header cannot be read. Read
+    without the sequence number: these fields never change once written."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, _HEADER.size, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(head) < _HEADER.size or head[:8] != MAGIC or \
+            struct.unpack_from("=I", head, 8)[0] != VERSION:
+        return None
+    if struct.unpack_from("=I", head, _MINOR_OFFSET)[0] < 3:
+        return 0, 0, 0
+    return struct.unpack_from("=IIQ", head, _IDENT_OFFSET)
+
+
+def _nspid(pid):
+    """/proc/PID/status's NSpid: the process's pid in each pid namespace
+    from /proc's down to its own (the last), None where unreadable."""
+    try:
+        with open("/proc/%d/status" % pid, "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return [int(x) for x in line.split()[1:]] or None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class _Scan:
+    """What /proc shows of the pid namespaces: found, (namespace, pid
+    there) -> [pid here]; seen, the namespaces of the processes whose
+    namespace could be read; unread, (pid here, pid in its own namespace
+    or None) of those whose namespace could not be read (another user's,
+    or a process the kernel keeps from ptrace-like access: one of them may
+    be in any namespace)."""
+
+    def __init__(self, wanted):
+        self.found, self.seen, self.unread = {}, set(), []
+        try:
+            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        except OSError:
+            self.unread.append((None, None))
+            return
+        for pid in pids:
+            try:
+                link = os.readlink("/proc/%d/ns/pid" % pid)
+                ns = int(link[link.index("[") + 1:link.rindex("]")])
+            except FileNotFoundError:
+                continue          # ended meanwhile
+            except (OSError, ValueError):
+                nspid = _nspid(pid)
+                self.unread.append((pid, nspid[-1] if nspid else None))
                 continue
-            pid = int(name[len(PREFIX):])
-            if 0 < pid < 1 << 31:
-                yield pid, os.path.join(d, name)
+            self.seen.add(ns)
+            if ns in wanted:
+                nspid = _nspid(pid)
+                if nspid:
+                    self.found.setdefault((ns, nspid[-1]), []).append(pid)
+
+    def may_be(self, ns_pid, start):
+        """Whether a process whose namespace could not be read may be the
+        one of pid ns_pid there (started at start, None: unknown)."""
+        for pid, last in self.unread:
+            if pid is None or last is None:
+                return True
+            if last == ns_pid and (start is None or _start_ticks(pid) in (None, start)):
+                return True
+        return False
+
+
+def _resolve():
+    """This user's live files, each with the process it is as this reader
+    sees it: a dict with path, ns_pid (the pid in its own namespace),
+    pid_namespace (None where unknown), start_ticks and pid (the pid here,
+    None where this reader cannot see the process). A file is removed only
+    when its process is provably dead: its namespace is this reader's and
+    the pid there is gone, a zombie, or another process started since; or
+    the namespace is one this reader sees whole and the process is not in
+    it. Anything else is kept: a file may be a process in another
+    container's pid namespace sharing /dev/shm."""
+    me = _Self()
+    out, foreign = [], []
+    for ns_pid, name_ns, path in _entries():
+        ident = _ident(path)
+        pid_ns, time_ns, start = ident if ident is not None else (0, 0, 0)
+        if name_ns is not None:
+            ns = name_ns        # the name says (and the header must agree)
+        elif pid_ns == INIT_PID_NS:
+            ns = INIT_PID_NS
+        else:
+            ns = None           # an older writer, or one that could not tell
+        e = {"path": path, "ns_pid": ns_pid, "pid_namespace": ns,
+             "start_ticks": start or None, "pid": None,
+             "same_time": time_ns == me.time_ns}
+        if ns is None or not me.proc_ok:
+            # Its namespace unknown (or /proc not this reader's): the pid
+            # is taken as this reader's while it runs, never removed.
+            if ns is None or ns == me.pid_ns:
+                if _alive(ns_pid):
+                    e["pid"] = ns_pid
+                    out.append(e)
+            else:
+                out.append(e)
+            continue
+        if ns == me.pid_ns:
+            if not _alive(ns_pid) or (e["start_ticks"] and e["same_time"] and
+                                      _start_ticks(ns_pid) not in (None, start)):
+                _clean(path)
+                continue
+            e["pid"] = ns_pid
+            out.append(e)
+            continue
+        foreign.append(e)
+    if foreign:
+        scan = _Scan({e["pid_namespace"] for e in foreign})
+        for e in foreign:
+            ns = e["pid_namespace"]
+            start = e["start_ticks"] if e["same_time"] else None
+            here = [p for p in scan.found.get((ns, e["ns_pid"]), ())
+                    if start is None or _start_ticks(p) == start]
+            if here and _alive(here[0]):
+                e["pid"] = here[0]
+            elif here or ((ns in scan.seen or me.pid_ns == INIT_PID_NS) and
+                          not scan.may_be(e["ns_pid"], start)):
+                # Seen ended; or not among the processes of a namespace
+                # this reader sees whole (one it sees a process of, or any
+                # from the initial namespace, which sees them all): dead.
+                _clean(e["path"])
+                continue
+            out.append(e)
+    return out
 
 
 def _clean(path):
@@ -146,12 +369,42 @@ def _clean(path):
         pass
 
 
-def path_of(pid):
-    """The live file of pid, or None when it publishes none."""
-    for p, path in _entries():
-        if p == pid:
-            return path
+def parse_id(text):
+    """A process as prof-top takes it: "PID" (a pid as this reader sees
+    it) or "PID@NAMESPACE" (a pid in the pid namespace of that inode, for
+    a process this reader cannot see). (pid, namespace or None); ValueError
+    for anything else."""
+    text = str(text)
+    pid, _, ns = text.partition("@")
+    if not pid.isdigit() or not 0 < int(pid) < 1 << 31 or \
+            (ns and (not ns.isdigit() or not 0 < int(ns) < 1 << 32)) or (_ and not ns):
+        raise ValueError("not a pid or PID@NAMESPACE: %r" % text)
+    return int(pid), int(ns) if ns else None
+
+
+def _id_of(e):
+    """How prof-top names a process: its pid here, else PID@NAMESPACE."""
+    if e["pid"] is not None:
+        return str(e["pid"])
+    return "%d@%d" % (e["ns_pid"], e["pid_namespace"])
+
+
+def _find(pid):
+    """The entry for pid (a pid here, or "PID@NAMESPACE"), or None."""
+    want, ns = parse_id(pid)
+    for e in _resolve():
+        if ns is None and e["pid"] == want:
+            return e
+        if ns is not None and e["ns_pid"] == want and e["pid_namespace"] == ns:
+            return e
     return None
+
+
+def path_of(pid):
+    """The live file of pid (as for snapshot), or None when it publishes
+    none."""
+    e = _find(pid)
+    return e["path"] if e is not None else None
 
 
 def _cstr(b):
@@ -229,7 +482,8 @@ def _parse(data, path="the live file"):
     (_, _, header_size, row_size, nrows, seq, size, pid, rank, program, host,
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
      stages, folded, snap_ns, publish_ns, publishes, metrics_ns,
-     minor, gpu_size, ngpus, gpu_off, kern_size, nkern, kern_off, _) = h
+     minor, gpu_size, ngpus, gpu_off, kern_size, nkern, kern_off, _,
+     pid_ns, time_ns, start_ticks) = h
     if header_size != _HEADER.size or row_size != _ROW.size:
         raise bad("header or row size %d/%d, expected %d/%d"
                   % (header_size, row_size, _HEADER.size, _ROW.size))
@@ -296,6 +550,9 @@ def _parse(data, path="the live file"):
         "window_s": win_ns / 1e9, "window_start_step": win_start_step, "steps": steps,
         "dropped": dropped, "threads": threads, "gpu_stages": gpu_stages, "stages": stages,
         "folded": folded, "publishes": publishes, "seq": seq,
+        "ns_pid": pid,
+        "pid_namespace": (pid_ns or None) if minor >= 3 else None,
+        "start_ticks": (start_ticks or None) if minor >= 3 else None,
         "cost_us": {"snapshot": snap_ns / 1e3, "publish": publish_ns / 1e3,
                     "metrics": metrics_ns / 1e3},
         "gpus": gpus,
@@ -336,48 +593,73 @@ def _kern(bad, data, at, nrows):
     }
 
 
-def _load(pid, path):
+def _load(e):
+    """The table of entry e (from _resolve), its pid the reader's."""
+    path = e["path"]
     table = _parse(_read(path), path)
-    if table["pid"] != pid:
+    if table["pid"] != e["ns_pid"]:
         raise LiveError("%s is malformed: it names pid %d" % (path, table["pid"]))
+    if e["pid_namespace"] is not None and table["pid_namespace"] not in (
+            None, e["pid_namespace"]):
+        raise LiveError("%s is malformed: it names pid namespace %d"
+                        % (path, table["pid_namespace"]))
+    table["pid"] = e["pid"]
+    table["pid_namespace"] = e["pid_namespace"]
+    table["id"] = _id_of(e)
     return table
 
 
 def snapshot(pid):
     """The table process pid published last, as a dict (rows in tree order,
-    each with its path "a/b/c"). Raises LiveError when there is none, the
-    process has ended (a zombie too), or the file is not to be trusted."""
-    pid = int(pid)
-    path = path_of(pid)
-    if path is None:
-        raise LiveError("process %d publishes no live stats (not running with PROF=1, "
+    each with its path "a/b/c"). pid is a pid as this reader sees it (a
+    process in a container's pid namespace is found by its pid here), or
+    "PID@NAMESPACE" for one in a pid namespace this reader cannot see. The
+    dict's "pid" is the pid here (None where not seen), "ns_pid" the pid
+    in its own namespace, "pid_namespace" that namespace's inode. Raises
+    LiveError when there is none, the process has ended (a zombie too), or
+    the file is not to be trusted."""
+    try:
+        want, ns = parse_id(pid)
+    except ValueError as e:
+        raise LiveError(str(e)) from None
+    e = _find(pid)
+    if e is None:
+        if ns is None and _state(want) in ("Z", "X", "x"):
+            raise LiveError("process %d has ended" % want)
+        raise LiveError("process %s publishes no live stats (not running with PROF=1, "
                         "PROF_LIVE=0, another user's, or not on this host)" % pid)
-    if not _alive(pid):
-        _clean(path)
-        raise LiveError("process %d has ended" % pid)
-    return _load(pid, path)
+    return _load(e)
 
 
 def processes():
     """This user's prof processes on this host: a dict per process (pid,
-    rank, program, host, steps, stages, run_s, or error where its file
-    cannot be read or trusted), by rank then pid. Files of ended processes
-    are removed."""
+    id, ns_pid, pid_namespace, rank, program, host, steps, stages, run_s,
+    or error where its file cannot be read or trusted), by rank then pid.
+    pid is the pid as this reader sees it (None for a process in a pid
+    namespace it cannot see; id is then "PID@NAMESPACE"). Files of
+    processes that provably ended are removed."""
     out = []
-    for pid, path in _entries():
-        if not _alive(pid):
-            _clean(path)
-            continue
+    for e in _resolve():
         try:
-            s = _load(pid, path)
-        except (LiveError, OSError, ValueError, struct.error) as e:
-            out.append({"pid": pid, "rank": None, "program": "?", "host": "?", "threads": 0,
-                        "steps": 0, "stages": 0, "run_s": 0.0, "error": str(e)})
+            s = _load(e)
+        except (LiveError, OSError, ValueError, struct.error) as err:
+            out.append({"pid": e["pid"], "id": _id_of(e), "ns_pid": e["ns_pid"],
+                        "pid_namespace": e["pid_namespace"], "rank": None, "program": "?",
+                        "host": "?", "threads": 0, "steps": 0, "stages": 0, "run_s": 0.0,
+                        "error": str(err)})
             continue
         del s["rows"]
         out.append(s)
-    out.sort(key=lambda p: (p["rank"] is None, p["rank"] or 0, p["pid"]))
+    out.sort(key=lambda p: (p["rank"] is None, p["rank"] or 0, p["pid"] is None,
+                            p["pid"] or 0, p["ns_pid"]))
     return out
+
+
+def same_process(prev, cur):
+    """Whether two snapshots are of one process (not a pid taken again)."""
+    def key(s):
+        return (s.get("ns_pid", s.get("pid")), s.get("pid_namespace"), s.get("start_ticks"))
+    return prev is not None and key(prev) == key(cur)
 
 
 def rates(prev, cur):
@@ -400,7 +682,7 @@ def rates(prev, cur):
     def run_share(r):
         return min(r["outer_ns"] / 1e9 / run, cap) if run > 0 else 0.0
 
-    if prev is not None and prev["pid"] == cur["pid"] and run > prev["run_s"]:
+    if same_process(prev, cur) and run > prev["run_s"]:
         dt = run - prev["run_s"]
         before = {r["path"]: r for r in prev["rows"]}
         for r in cur["rows"]:

@@ -8,11 +8,16 @@
  * the writer updates in place under a sequence number (odd while writing),
  * so a reader in another process never takes a torn table for a whole one;
  * it is created 0600 in a directory of this user's alone (0700, owner
- * checked: nobody else can take or forge its name), removed at exit, and
- * readers remove the files of processes that died without removing theirs.
+ * checked: nobody else can take or forge its name; where another user took
+ * the name first, one of mkdtemp's that nobody can take), removed at exit,
+ * and readers remove the files of processes that died without removing
+ * theirs, once provably dead: the header names the process by its pid
+ * namespace and start time too, so a reader in another pid namespace (a
+ * container sharing /dev/shm) never takes a live process for a dead one.
  * Every page of the mapping is reserved in the file (posix_fallocate)
  * before it is mapped: a full tmpfs costs the live view, said once, never
  * the program (a store into a page tmpfs cannot back is a SIGBUS). */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -66,6 +71,10 @@ static int file_fd = -1;
 static int file_pid;
 static int file_failed;
 static char file_path[512];
+/* Who this process is beyond its pid (the header's minor 3 fields), read
+ * when its file is made. */
+static uint32_t file_pid_ns, file_time_ns;
+static uint64_t file_start_ticks;
 static unsigned char *map;
 static size_t map_size;
 static uint64_t publishes;
@@ -92,7 +101,8 @@ static uint64_t real_ns(void)
  * never trusted for its name: a directory another user made first (the
  * names are guessable), or one that others may enter, is refused, so
  * nobody else can create, replace or read a per-pid name in it. Only the
- * name is chosen here; live_dir_open checks what is there. */
+ * name is chosen here; live_dir_open checks what is there and where the
+ * names are taken, makes one nobody can take (live_dir_private). */
 int prof_live_dir(char *buf, size_t size)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -107,14 +117,14 @@ int prof_live_dir(char *buf, size_t size)
     return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-int prof_live_path(int pid, char *buf, size_t size)
+int prof_live_name(int pid, uint32_t pid_ns, char *buf, size_t size)
 {
-    char dir[400];
     int n;
 
-    if (prof_live_dir(dir, sizeof dir) != 0)
-        return -ENAMETOOLONG;
-    n = snprintf(buf, size, "%s/" PROF_LIVE_PREFIX "%d", dir, pid);
+    if (pid_ns == 0 || pid_ns == PROF_LIVE_INIT_PID_NS)
+        n = snprintf(buf, size, PROF_LIVE_PREFIX "%d", pid);
+    else
+        n = snprintf(buf, size, PROF_LIVE_PREFIX "%d-ns%u", pid, (unsigned)pid_ns);
     return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
@@ -167,41 +177,133 @@ static void file_forget(void)
     file_fd = -1;
 }
 
-/* The directory, made if missing and opened without following a link;
- * its descriptor if it is this user's and nobody else's (0700), else -1,
- * said once. */
-static int live_dir_open(void)
+/* dir, made if missing (make) and opened without following a link; its
+ * descriptor if it is this user's and nobody else's (0700), else -1 with
+ * the reason in why. */
+static int live_dir_try(const char *dir, int make, char *why, size_t whysize)
 {
-    char dir[400];
     struct stat st;
     int fd;
 
-    if (prof_live_dir(dir, sizeof dir) != 0) {
-        prof_log("live stats: the directory's name is too long; prof-top will not see this "
-                 "process");
-        return -1;
-    }
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        prof_log("live stats: cannot create %s (%s); prof-top will not see this process", dir,
-                 strerror(errno));
+    if (make && mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(why, whysize, "cannot create %s (%s)", dir, strerror(errno));
         return -1;
     }
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
-        prof_log("live stats: cannot open %s (%s); prof-top will not see this process", dir,
-                 strerror(errno));
+        snprintf(why, whysize, "cannot open %s (%s)", dir, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
     }
     if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-        prof_log("live stats: %s belongs to uid %u with mode %03o, not to this user (uid %u) "
-                 "alone; prof-top will not see this process", dir, (unsigned)st.st_uid,
-                 (unsigned)(st.st_mode & 0777), (unsigned)geteuid());
+        snprintf(why, whysize, "%s belongs to uid %u with mode %03o, not to this user (uid %u) "
+                 "alone", dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777),
+                 (unsigned)geteuid());
         close(fd);
         return -1;
     }
     return fd;
+}
+
+/* Where /dev/shm/prof-UID is taken (another user made it first, or made
+ * it a link or a file): a directory of this user's alone named
+ * /dev/shm/prof-UID.XXXXXX, an existing one (the user's other processes
+ * share it) or one made by mkdtemp, whose name nobody can take first.
+ * Readers find it the same way: by its prefix, trusted only for its owner
+ * and mode, which another user cannot give a directory of theirs. Its
+ * descriptor and name, or -1. */
+static int live_dir_private(char *dir, size_t size)
+{
+    char prefix[64];
+    size_t plen;
+    DIR *shm;
+    struct dirent *e;
+    int fd = -1, n;
+
+    n = snprintf(prefix, sizeof prefix, "prof-%u.", (unsigned)geteuid());
+    if (n < 0 || (size_t)n >= sizeof prefix)
+        return -1;
+    plen = (size_t)n;
+    if ((shm = opendir("/dev/shm")) == NULL)
+        return -1;
+    while (fd < 0 && (e = readdir(shm)) != NULL) {
+        struct stat st;
+        int d;
+
+        if (strncmp(e->d_name, prefix, plen) != 0)
+            continue;
+        d = openat(dirfd(shm), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d < 0)
+            continue;
+        n = snprintf(dir, size, "/dev/shm/%s", e->d_name);
+        if (fstat(d, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
+            n > 0 && (size_t)n < size)
+            fd = d;
+        else
+            close(d);
+    }
+    closedir(shm);
+    if (fd >= 0)
+        return fd;
+    n = snprintf(dir, size, "/dev/shm/%sXXXXXX", prefix);
+    if (n < 0 || (size_t)n >= size || mkdtemp(dir) == NULL)
+        return -1;
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd;
+}
+
+/* This user's directory for the file: the first choice (prof_live_dir),
+ * then /dev/shm/prof-UID, then a private one (live_dir_private); its
+ * descriptor and name (dir), or -1. A refused choice is said once, with
+ * where the file went instead. */
+static int live_dir_open(char *dir, size_t size)
+{
+    char cand[2][400], why[600] = "";
+    int ncand = 1, fd;
+
+    if (prof_live_dir(cand[0], sizeof cand[0]) != 0) {
+        prof_log("live stats: the directory's name is too long; prof-top will not see this "
+                 "process");
+        return -1;
+    }
+    snprintf(cand[1], sizeof cand[1], "/dev/shm/prof-%u", (unsigned)geteuid());
+    if (strcmp(cand[0], cand[1]) != 0)
+        ncand = 2;
+    for (int i = 0; i < ncand; i++) {
+        char w[600];
+
+        fd = live_dir_try(cand[i], 1, w, sizeof w);
+        if (fd >= 0) {
+            size_t len = strlen(cand[i]);
+
+            if (len >= size) {
+                close(fd);
+                return -1;
+            }
+            memcpy(dir, cand[i], len + 1);
+            if (why[0] != '\0')
+                prof_log("live stats: %s; publishing in %s instead", why, dir);
+            return fd;
+        }
+        if (why[0] == '\0')
+            snprintf(why, sizeof why, "%s", w);
+    }
+    if ((fd = live_dir_private(dir, size)) >= 0) {
+        char w[600];
+        int checked;
+
+        /* Made by mkdtemp (0700) or found by owner and mode: checked
+         * again through the descriptor all the same. */
+        close(fd);
+        checked = live_dir_try(dir, 0, w, sizeof w);
+        if (checked >= 0) {
+            prof_log("live stats: %s; publishing in %s instead", why, dir);
+            return checked;
+        }
+    }
+    prof_log("live stats: %s; prof-top will not see this process", why);
+    return -1;
 }
 
 /* Room for size bytes, reserved in the file before the mapping covers it:
@@ -242,10 +344,50 @@ static void file_give_up(const char *what, int err)
     file_failed = 1;
 }
 
+/* The inode of a namespace link of this process (/proc/self/ns/...), 0
+ * where /proc cannot say. */
+static uint32_t ns_inode(const char *link)
+{
+    struct stat st;
+
+    return stat(link, &st) == 0 ? (uint32_t)st.st_ino : 0;
+}
+
+/* This process's start time, field 22 of /proc/self/stat (clock ticks
+ * since boot), 0 where /proc cannot say. The command name (field 2) may
+ * hold spaces and parentheses: fields are counted from its last ')'. */
+static uint64_t start_ticks(void)
+{
+    char buf[2048], *p = NULL;
+    ssize_t n;
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    for (ssize_t i = n - 1; i >= 0 && p == NULL; i--)
+        if (buf[i] == ')')
+            p = buf + i + 1;
+    /* p is at " S ppid ...": field 3 then 19 more to field 22. */
+    for (int field = 3; p != NULL && field <= 22; field++) {
+        while (*p == ' ')
+            p++;
+        if (field == 22)
+            return strtoull(p, NULL, 10);
+        p = strchr(p, ' ');
+    }
+    return 0;
+}
+
 static int file_open(void)
 {
     int pid = prof_process_get()->pid, dir, err;
-    char name[64];
+    char name[64], dirname[400];
+    struct stat st;
 
     if (file_pid != pid) {
         /* Forked: the mapping and the file are the parent's. */
@@ -253,16 +395,31 @@ static int file_open(void)
         file_failed = 0;
         file_pid = pid;
     }
+    if (file_fd >= 0 && fstat(file_fd, &st) == 0 && st.st_nlink == 0) {
+        /* Someone removed the file while this process runs (a reader
+         * that took it for a dead process's): a file nobody can find is
+         * no live view, so it is made again. */
+        static int logged;
+
+        prof_log_once(&logged, "live stats: %s was removed by another process; made again",
+                      file_path);
+        file_forget();
+    }
     if (file_fd >= 0 || file_failed)
         return file_fd;
     file_failed = 1;
-    if (prof_live_path(pid, file_path, sizeof file_path) != 0 || (dir = live_dir_open()) < 0)
+    file_pid_ns = ns_inode("/proc/self/ns/pid");
+    file_time_ns = ns_inode("/proc/self/ns/time");
+    file_start_ticks = start_ticks();
+    if (prof_live_name(pid, file_pid_ns, name, sizeof name) != 0 ||
+        (dir = live_dir_open(dirname, sizeof dirname)) < 0)
         return -1;
-    snprintf(name, sizeof name, PROF_LIVE_PREFIX "%d", pid);
+    snprintf(file_path, sizeof file_path, "%s/%s", dirname, name);
     for (int tries = 0; tries < 2; tries++) {
         file_fd = openat(dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        /* A file by our pid, in a directory only we can write, is a dead
-         * process's whose pid came round again: ours to replace. */
+        /* A file by our pid in our pid namespace (the name says which),
+         * in a directory only we can write, is a dead process's whose pid
+         * came round again: ours to replace. */
         if (file_fd >= 0 || errno != EEXIST || unlinkat(dir, name, 0) != 0)
             break;
     }
@@ -350,6 +507,9 @@ static void file_write(const struct prof_live_snap *s)
     h->nkern = (uint32_t)s->nkst;
     h->kern_off = (uint32_t)kern_off;
     h->kern_pad = 0;
+    h->pid_ns = file_pid_ns;
+    h->time_ns = file_time_ns;
+    h->start_ticks = file_start_ticks;
     fr = (struct prof_live_file_row *)(map + sizeof *h);
     off = 0;
     for (size_t i = 0; i < s->table.len; i++, fr++) {

@@ -78,8 +78,13 @@ struct prof_live_snap {
  * the fields it knows from the front of each. */
 #define PROF_LIVE_MAGIC "PROFLIVE"
 #define PROF_LIVE_VERSION 1
-#define PROF_LIVE_MINOR 2
+#define PROF_LIVE_MINOR 3
 #define PROF_LIVE_PREFIX "prof-live-"
+/* The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO, fixed
+ * since Linux 3.8): a process there keeps the plain name prof-live-PID;
+ * one in any other pid namespace is prof-live-PID-nsINODE, so two
+ * containers' pid 1 sharing a /dev/shm never take each other's name. */
+#define PROF_LIVE_INIT_PID_NS 0xEFFFFFFCu
 
 struct prof_live_file_header {
     char magic[8];
@@ -97,7 +102,16 @@ struct prof_live_file_header {
     uint32_t kern_size;          /* offset 296 (minor 2): bytes per kernel entry */
     uint32_t nkern, kern_off;    /* entries, and where they start */
     uint32_t kern_pad;
-    uint64_t reserved[3];
+    /* Minor 3: who the process is beyond its pid, so that a reader in
+     * another pid namespace (a container sharing /dev/shm) neither takes
+     * it for its own pid nor removes its file: the inodes of its pid and
+     * time namespaces (/proc/self/ns/pid, /proc/self/ns/time; 0 where
+     * unknown) and its start time (/proc/self/stat field 22, clock ticks
+     * since boot as its time namespace counts them; 0 where unknown). */
+    uint32_t pid_ns;             /* offset 312 */
+    uint32_t time_ns;            /* offset 316 */
+    uint64_t start_ticks;        /* offset 320 */
+    uint64_t reserved[1];
 };
 
 struct prof_live_file_row {
@@ -148,13 +162,18 @@ void prof_live_publish(const struct prof_live_snap *snap);
  * metrics server stopped. */
 void prof_live_stop(void);
 
-/* This user's directory for live files: $XDG_RUNTIME_DIR/prof where that
- * variable names a writable directory of this user's, else
- * /dev/shm/prof-UID. Only the name: the writer makes it 0700 and refuses
- * it unless it is this user's alone. 0 or -ENAMETOOLONG. */
+/* This user's first-choice directory for live files:
+ * $XDG_RUNTIME_DIR/prof where that variable names a writable directory of
+ * this user's, else /dev/shm/prof-UID. Only the name: the writer makes it
+ * 0700, refuses it unless it is this user's alone, and then takes
+ * /dev/shm/prof-UID, then a directory of its own that nobody else can
+ * name first, /dev/shm/prof-UID.XXXXXX (mkdtemp; an existing one of this
+ * user's alone is reused), where readers look too. 0 or -ENAMETOOLONG. */
 int prof_live_dir(char *buf, size_t size);
 
-/* The file's path for pid in that directory. 0 or -ENAMETOOLONG. */
-int prof_live_path(int pid, char *buf, size_t size);
+/* The file's name in that directory for pid in the pid namespace of
+ * inode pid_ns (0: unknown): prof-live-PID in the initial namespace (or
+ * an unknown one), else prof-live-PID-nsINODE. 0 or -ENAMETOOLONG. */
+int prof_live_name(int pid, uint32_t pid_ns, char *buf, size_t size);
 
 #endif
