@@ -255,15 +255,16 @@ static int live_dir_private(char *dir, size_t size)
 
 /* This user's directory for the file: the first choice (prof_live_dir),
  * then /dev/shm/prof-UID, then a private one (live_dir_private); its
- * descriptor and name (dir), or -1. A refused choice is said once, with
- * where the file went instead. */
-static int live_dir_open(char *dir, size_t size)
+ * descriptor and name (dir), or -1. A refused choice is said (unless
+ * quiet), with where the file went instead. */
+static int live_dir_open(char *dir, size_t size, int quiet)
 {
     char cand[2][400], why[600] = "";
     int ncand = 1, fd;
 
     if (prof_live_dir(cand[0], sizeof cand[0]) != 0) {
-        prof_log("live stats: the directory's name is too long; prof-top will not see this "
+        if (!quiet)
+            prof_log("live stats: the directory's name is too long; prof-top will not see this "
                  "process");
         return -1;
     }
@@ -282,7 +283,7 @@ static int live_dir_open(char *dir, size_t size)
                 return -1;
             }
             memcpy(dir, cand[i], len + 1);
-            if (why[0] != '\0')
+            if (why[0] != '\0' && !quiet)
                 prof_log("live stats: %s; publishing in %s instead", why, dir);
             return fd;
         }
@@ -298,11 +299,13 @@ static int live_dir_open(char *dir, size_t size)
         close(fd);
         checked = live_dir_try(dir, 0, w, sizeof w);
         if (checked >= 0) {
-            prof_log("live stats: %s; publishing in %s instead", why, dir);
+            if (!quiet)
+                prof_log("live stats: %s; publishing in %s instead", why, dir);
             return checked;
         }
     }
-    prof_log("live stats: %s; prof-top will not see this process", why);
+    if (!quiet)
+        prof_log("live stats: %s; prof-top will not see this process", why);
     return -1;
 }
 
@@ -383,10 +386,40 @@ static uint64_t start_ticks(void)
     return 0;
 }
 
+/* The file made in this user's directory (file_path set): a
+ * descriptor, or -1 with errno set. First (again 0), a file already there
+ * by this name is a dead process's whose pid came round again (the name
+ * says the pid namespace): replaced. Made again (again 1) after the file
+ * was removed under this process, only where nothing took the name since
+ * (a file the user put there is theirs), and nothing said. -2 where
+ * no directory could be had (said by live_dir_open). */
+static int file_create(int pid, int again)
+{
+    char name[64], dirname[400];
+    int dir, fd = -1, err;
+
+    file_path[0] = '\0';
+    if (prof_live_name(pid, file_pid_ns, name, sizeof name) != 0) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if ((dir = live_dir_open(dirname, sizeof dirname, again)) < 0)
+        return -2;
+    snprintf(file_path, sizeof file_path, "%s/%s", dirname, name);
+    for (int tries = 0; tries < 2; tries++) {
+        fd = openat(dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST || again || unlinkat(dir, name, 0) != 0)
+            break;
+    }
+    err = errno;
+    close(dir);
+    errno = err;
+    return fd;
+}
+
 static int file_open(void)
 {
-    int pid = prof_process_get()->pid, dir, err;
-    char name[64], dirname[400];
+    int pid = prof_process_get()->pid, err;
     struct stat st;
 
     if (file_pid != pid) {
@@ -400,10 +433,23 @@ static int file_open(void)
          * that took it for a dead process's): a file nobody can find is
          * no live view, so it is made again. */
         static int logged;
+        char old[sizeof file_path];
+        int fd;
 
+        memcpy(old, file_path, sizeof old);
+        if ((fd = file_create(pid, 1)) < 0) {
+            memcpy(file_path, old, sizeof old);
+            return file_fd;    /* the old mapping, until the name is free */
+        }
         prof_log_once(&logged, "live stats: %s was removed by another process; made again",
                       file_path);
         file_forget();
+        file_fd = fd;
+        if ((err = file_room(1)) != 0) {
+            file_give_up("no room for", -err);
+            return -1;
+        }
+        return file_fd;
     }
     if (file_fd >= 0 || file_failed)
         return file_fd;
@@ -411,23 +457,12 @@ static int file_open(void)
     file_pid_ns = ns_inode("/proc/self/ns/pid");
     file_time_ns = ns_inode("/proc/self/ns/time");
     file_start_ticks = start_ticks();
-    if (prof_live_name(pid, file_pid_ns, name, sizeof name) != 0 ||
-        (dir = live_dir_open(dirname, sizeof dirname)) < 0)
-        return -1;
-    snprintf(file_path, sizeof file_path, "%s/%s", dirname, name);
-    for (int tries = 0; tries < 2; tries++) {
-        file_fd = openat(dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        /* A file by our pid in our pid namespace (the name says which),
-         * in a directory only we can write, is a dead process's whose pid
-         * came round again: ours to replace. */
-        if (file_fd >= 0 || errno != EEXIST || unlinkat(dir, name, 0) != 0)
-            break;
-    }
-    err = errno;
-    close(dir);
-    if (file_fd < 0) {
-        prof_log("live stats: cannot create %s (%s); prof-top will not see this process",
-                 file_path, strerror(err));
+    if ((file_fd = file_create(pid, 0)) < 0) {
+        err = errno;
+        if (file_fd == -1)     /* -2: the directory's refusal is said already */
+            prof_log("live stats: cannot create %s (%s); prof-top will not see this process",
+                     file_path[0] ? file_path : "the live file", strerror(err));
+        file_fd = -1;
         return -1;
     }
     /* The first room, reserved before anything is mapped: a full tmpfs

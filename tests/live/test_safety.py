@@ -191,8 +191,13 @@ def test_forged_and_malformed_files(env, start, runtime_dir, tmp_path):
     sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
     try:
         def fake(pid):
+            # The sleeper's pid and start time: a file of a process that
+            # runs (another start time is a dead process's whose pid was
+            # taken again: removed).
             data = bytearray(real)
             struct.pack_into("=i", data, 40, pid)
+            with open("/proc/%d/stat" % pid) as f:
+                struct.pack_into("=Q", data, 320, int(f.read().rsplit(")", 1)[1].split()[19]))
             return data
 
         forged_pid, parent_pid, size_pid = (s.pid for s in sleepers)
