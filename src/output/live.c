@@ -761,8 +761,15 @@ void prof_live_stop(void)
             prof_metrics_publish(&snaps[0]);
     }
     prof_metrics_stop();
-    if (file_fd >= 0 && file_pid == prof_process_get()->pid)
-        unlink(file_path);
+    if (file_fd >= 0 && file_pid == prof_process_get()->pid) {
+        struct stat mine, there;
+
+        /* Only the file this process made: where it was removed and
+         * something else took the name, that is left alone. */
+        if (fstat(file_fd, &mine) == 0 && lstat(file_path, &there) == 0 &&
+            mine.st_dev == there.st_dev && mine.st_ino == there.st_ino)
+            unlink(file_path);
+    }
     file_forget();
     prof_live_snap_free(&snaps[0]);
     prof_live_snap_free(&snaps[1]);

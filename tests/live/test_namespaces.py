@@ -27,7 +27,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 
 import pytest
 
