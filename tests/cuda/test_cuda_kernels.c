@@ -32,6 +32,11 @@
  *              thread can: every zone's GPU side and every kernel arrives
  *              (a zone is forgotten once a later launch on its stream was
  *              read, so the zones kept stay few), busy exact.
+ * streams      1,000 streams made and destroyed, 4 alive at a time, a zone
+ *              with one kernel on each: every kernel lands in its zone
+ *              (none in "(no zone)" but the one launched outside every
+ *              zone), every zone has its GPU side, nothing dropped or
+ *              said: stream slots are reused once their zones are done.
  * fork         a child forked after kernels mode began: one line, CPU
  *              sides only, and the parent's kernels still arrive.
  * names        6,000 kernels of distinct names: the first 4,096 names are
@@ -459,6 +464,46 @@ static void many(void)
     LOG_EXPECT_NONE();
 }
 
+static void streams_churn(void)
+{
+    enum { N = 1000, ALIVE = 4 };
+    CUstream live[ALIVE] = {0};
+    prof_stage_stats st;
+    uint64_t busy = 0;
+
+    for (int i = 0; i < N; i++) {
+        CUstream *s = &live[i % ALIVE];
+
+        if (*s != NULL)
+            CHECK(f.stream_destroy(*s) == 0);
+        *s = fake_stream(&f);
+        {
+            PROF_CUDA_ZONE("per_stream", *s);
+            kernel(*s, 1000 + (uint64_t)(i % 7) * 100, "_Z8k_streamv");
+            busy += 1000 + (uint64_t)(i % 7) * 100;
+        }
+    }
+    for (int i = 0; i < ALIVE; i++)
+        CHECK(f.stream_destroy(live[i]) == 0);
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    /* No later launch is read on a destroyed stream: its zone's GPU side
+     * comes after the 2 s hold. */
+    CHECKF(wait_count("per_stream [gpu]", N, 30000) == N, "%llu of %d GPU sides",
+           (unsigned long long)stage_count("per_stream [gpu]"), N);
+    CHECKF(wait_count("(no zone) [gpu]", 1, 30000) == 1, "%llu kernels in (no zone)",
+           (unsigned long long)stage_count("(no zone) [gpu]"));
+    summaries();
+    CHECKF(kernels_number("per_stream [gpu]", "count") == N, "%.0f kernels in the zones",
+           kernels_number("per_stream [gpu]", "count"));
+    /* Each zone's GPU side is its own kernel's span: the sides add up to
+     * the kernels' times (streams overlap, so busy is their union). */
+    CHECK(kernels_number("per_stream [gpu]", "total_ns") == (double)busy);
+    CHECK(prof_stats("per_stream [gpu]", &st) == 0 && st.total_ns == busy);
+    CHECK(kernels_number("(no zone) [gpu]", "count") == 1);
+    CHECK(dropped_count() == 0);
+    LOG_EXPECT_NONE();
+}
+
 static void names(void)
 {
     enum { N = 6000, KEPT = 4096 };
@@ -637,6 +682,8 @@ int main(int argc, char **argv)
         loaded();
     else if (strcmp(mode, "names") == 0)
         names();
+    else if (strcmp(mode, "streams") == 0)
+        streams_churn();
     else if (strcmp(mode, "fork") == 0)
         forked();
     else if (strcmp(mode, "unfinished") == 0)
