@@ -769,9 +769,12 @@ static void file_write(const struct prof_buf *b)
         if (err != 0)
             unlink(tmp);
     }
-    if (err != 0)
-        prof_log_once(&logged, "PROF_METRICS: cannot write %s (%s); retried every second, "
-                      "said once", path, strerror(-err));
+    if (err != 0) {
+        char q[PROF_LOG_VALUE_SIZE];
+
+        prof_log_once(&logged, "%s: cannot write it (%s); retried every second, said once",
+                      prof_log_value(q, sizeof q, "PROF_METRICS", path), strerror(-err));
+    }
 }
 
 int prof_metrics_wanted(void)
