@@ -757,7 +757,8 @@ static uint32_t lane_track(struct prof_thread *t, struct trace_thread *tt, uint3
         return l->tid;
     l->named = (uint32_t)gen;
     if (tname != NULL)
-        snprintf(name, sizeof name, "%.60s task %u", tname, lane);
+        snprintf(name, sizeof name, "%.*s task %u", (int)prof_utf8_cut(tname, strlen(tname), 60),
+                 tname, lane);
     else if (t->tid == (uint32_t)prof_process_get()->pid)
         snprintf(name, sizeof name, "main task %u", lane);
     else
