@@ -84,10 +84,10 @@ PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns)
             if (prof_parse_every(t, &ns, &steps) == 0 && ns > 0)
                 ranks_timeout_ns = ns;
             else {
-                char q[PROF_LOG_QUOTE_SIZE];
-                prof_log_once(&logged_timeout, "PROF_RANKS_TIMEOUT=\"%s\" is not valid (expected a "
-                              "duration such as 30s or 500ms); using 60s",
-                              prof_log_quote(q, sizeof q, t));
+                char q[PROF_LOG_VALUE_SIZE];
+                prof_log_once(&logged_timeout, "%s is not valid (expected a duration such as "
+                              "30s or 500ms); using 60s",
+                              prof_log_value(q, sizeof q, "PROF_RANKS_TIMEOUT", t));
             }
         }
         ranks_state = 1;

@@ -142,10 +142,10 @@ static int parse_switch(const char *s, int *out)
 static void bad_value(const char *name, const char *value, const char *expected,
                       const char *fallback)
 {
-    char q[PROF_LOG_QUOTE_SIZE];
+    char q[PROF_LOG_VALUE_SIZE];
 
-    prof_log("%s=\"%s\" is not valid (expected %s); using %s", name,
-             prof_log_quote(q, sizeof q, value), expected, fallback);
+    prof_log("%s is not valid (expected %s); using %s", prof_log_value(q, sizeof q, name, value),
+             expected, fallback);
 }
 
 static char *dup_or_warn(const char *s)

@@ -448,6 +448,85 @@ int prof_buf_snprint(struct prof_buf *b, char *buf, size_t size)
     return n;
 }
 
+size_t prof_fmt_name(char *out, size_t size, const char *name, size_t max_cols)
+{
+    const unsigned char *s = (const unsigned char *)name;
+    size_t n = 0, cols = 0;
+
+    while (*s != '\0' && n + 8 < size) {
+        size_t seq = prof_utf8_seq(s);
+        if (cols >= max_cols) {
+            memcpy(out + n, "...", 3);
+            n += 3;
+            cols += 3;
+            break;
+        }
+        if (seq == 1 && *s >= 0x20 && *s != 0x7f) {
+            out[n++] = (char)*s++;
+        } else if (seq > 1 && !(seq == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+            /* U+0080..U+009F (C1 controls, e.g. U+009B, CSI) are escaped
+             * byte by byte below, like C0 controls. */
+            memcpy(out + n, s, seq);
+            n += seq;
+            s += seq;
+        } else {
+            n += (size_t)snprintf(out + n, size - n, "\\x%02x", *s++);
+            cols += 3;
+        }
+        cols++;
+    }
+    out[n] = '\0';
+    return cols;
+}
+
+size_t prof_utf8_cut(const char *s, size_t len, size_t max)
+{
+    size_t n = 0;
+
+    if (len <= max)
+        return len;
+    while (n < len) {
+        size_t seq = prof_utf8_seq((const unsigned char *)s + n);
+
+        if (seq == 0)
+            seq = 1;
+        if (n + seq > max)
+            break;
+        n += seq;
+    }
+    return n;
+}
+
+void prof_buf_prom_label(struct prof_buf *b, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n, *run = p;
+
+    /* Runs of plain bytes go in one copy. */
+    while (p < end) {
+        size_t k = 1;
+
+        if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '"') {
+            p++;
+            continue;
+        }
+        if (*p >= 0x80 && (k = prof_utf8_seq(p)) != 0 && p + k <= end) {
+            p += k;
+            continue;
+        }
+        prof_buf_put(b, (const char *)run, (size_t)(p - run));
+        if (*p == '\\')
+            prof_buf_put(b, "\\\\", 2);
+        else if (*p == '"')
+            prof_buf_put(b, "\\\"", 2);
+        else if (*p == '\n')
+            prof_buf_put(b, "\\n", 2);
+        else
+            prof_buf_printf(b, "\\\\x%02x", *p);
+        run = ++p;
+    }
+    prof_buf_put(b, (const char *)run, (size_t)(p - run));
+}
+
 size_t prof_utf8_seq(const unsigned char *s)
 {
     unsigned c = s[0];

@@ -61,7 +61,30 @@ int prof_buf_snprint(struct prof_buf *b, char *buf, size_t size);
  * no name can break the file. */
 void prof_buf_json_string(struct prof_buf *b, const char *s);
 
+/* Append s[0..n) as a Prometheus label value, without its quotes: valid
+ * UTF-8 kept; \\, " and newline escaped as the exposition format says;
+ * invalid bytes (the format is UTF-8) and other control bytes as the four
+ * characters \\xNN (the backslash escaped), so no name breaks a line or
+ * the scrape. The one escaper of every label prof writes. */
+void prof_buf_prom_label(struct prof_buf *b, const char *s, size_t n);
+
 /* Length of the valid UTF-8 sequence at s (1-4), or 0 if it is invalid. */
 size_t prof_utf8_seq(const unsigned char *s);
+
+/* A name as it may reach a terminal (the text summary, the cross-rank
+ * table, the kernels' line): valid UTF-8 kept, control bytes (escape
+ * sequences and C1 controls included) and invalid bytes as \xNN, cut after
+ * max_cols columns with "..." (at a character's end, never inside a UTF-8
+ * sequence). Writes at most size bytes; returns the columns used. */
+size_t prof_fmt_name(char *out, size_t size, const char *name, size_t max_cols);
+/* The table's cut (columns) and a room that holds any name it cuts. */
+#define PROF_NAME_COLS 48
+#define PROF_NAME_ROOM 256
+
+/* The one truncation rule of every name prof cuts into a fixed room: the
+ * length of the longest head of s[0..len) of at most max bytes that does
+ * not end inside a valid UTF-8 sequence (an invalid byte counts alone).
+ * s must be NUL-terminated or hold complete sequences up to len. */
+size_t prof_utf8_cut(const char *s, size_t len, size_t max);
 
 #endif

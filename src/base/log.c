@@ -188,6 +188,25 @@ const char *prof_log_quote(char *buf, size_t size, const char *v)
     return buf;
 }
 
+const char *prof_log_value(char *buf, size_t size, const char *name, const char *value)
+{
+    char q[PROF_LOG_QUOTE_SIZE];
+
+    snprintf(buf, size, "%s=\"%s\"", name, prof_log_quote(q, sizeof q, value));
+    return buf;
+}
+
+const char *prof_log_dlerror(char *buf, size_t size, const char *lib, const char *err)
+{
+    size_t n = lib != NULL ? strlen(lib) : 0;
+
+    if (err == NULL)
+        err = "cannot load it";
+    else if (n > 0 && strncmp(err, lib, n) == 0 && strncmp(err + n, ": ", 2) == 0)
+        err += n + 2;
+    return prof_log_quote(buf, size < PROF_LOG_QUOTE_SIZE ? size : PROF_LOG_QUOTE_SIZE, err);
+}
+
 /* Whatever a message echoes, no control byte reaches the terminal or a
  * log: a value that missed prof_log_quote still shows as \xNN. */
 __attribute__((format(printf, 1, 0))) static void log_va(const char *fmt, va_list ap)

@@ -12,13 +12,28 @@ void prof_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * such as "no CUDA driver; CUDA zones time the CPU side only". */
 void prof_log_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* A user's value (a variable's value, a path, a name) as a message shows
- * it: printable ASCII with '"', '\\', control and non-ASCII bytes as \xNN,
- * and a value longer than fits kept as its head, "..." and its tail (a
- * path's end names the file). Writes at most size bytes (size >= 16) and
- * returns buf. Every message that echoes something a user set passes it
- * through here, in quotes, after the name of the variable it came from. */
-#define PROF_LOG_QUOTE_SIZE 96
+/* NAME="VALUE": the one way a message shows a value the user set (an
+ * environment variable's value, or a path made from one), after the name
+ * of the variable it came from, so that the line says where to fix it.
+ * VALUE is printable ASCII, at most PROF_LOG_VALUE_MAX characters: '"',
+ * '\\', control and non-ASCII bytes as \xNN, and a value longer than that
+ * kept as its head, "..." and its tail (a path's end names the file).
+ * Writes at most size bytes (PROF_LOG_VALUE_SIZE holds any name of up to
+ * 40 characters) and returns buf. */
+#define PROF_LOG_VALUE_MAX 60
+#define PROF_LOG_VALUE_SIZE (40 + 3 + PROF_LOG_VALUE_MAX + 1)
+const char *prof_log_value(char *buf, size_t size, const char *name, const char *value);
+
+/* Why dlopen(lib) failed, from dlerror() text err, as a message shows it
+ * after prof_log_value(.., lib): the loader's text starts with the name
+ * it was given, which is dropped (it is said once, quoted, before); the
+ * rest is quoted and cut as a value. err NULL: "cannot load it". */
+const char *prof_log_dlerror(char *buf, size_t size, const char *lib, const char *err);
+
+/* The quoting under prof_log_value: v escaped as above and cut to fit
+ * size - 1 characters (size >= 16). Messages echo a user's value through
+ * prof_log_value, never through this alone. */
+#define PROF_LOG_QUOTE_SIZE (PROF_LOG_VALUE_MAX + 1)
 const char *prof_log_quote(char *buf, size_t size, const char *v);
 
 /* The runtime's locks call these (runtime.h): while a thread holds any,

@@ -26,7 +26,7 @@ static int rank_from_env(void)
 
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
-        char *end, q[PROF_LOG_QUOTE_SIZE];
+        char *end, q[PROF_LOG_VALUE_SIZE];
         long r;
         if (v == NULL || *v == '\0')
             continue;
@@ -35,9 +35,9 @@ static int rank_from_env(void)
         if (*end == '\0' && errno == 0 && r >= 0 && r < PROF_RANK_LIMIT && v[0] >= '0' &&
             v[0] <= '9')
             return (int)r;
-        prof_log_once(&logged, "%s=\"%s\" is not a rank (expected 0 to %d); ignored, "
-                      "so %%r in paths is 0 unless another rank variable is set", vars[i],
-                      prof_log_quote(q, sizeof q, v), PROF_RANK_LIMIT - 1);
+        prof_log_once(&logged, "%s is not a rank (expected 0 to %d); ignored, "
+                      "so %%r in paths is 0 unless another rank variable is set",
+                      prof_log_value(q, sizeof q, vars[i], v), PROF_RANK_LIMIT - 1);
     }
     return -1;
 }

@@ -60,6 +60,8 @@ int prof_cuda_driver_open(void)
     const char *lib = cfg->cuda_lib != NULL && cfg->cuda_lib[0] != '\0' ? cfg->cuda_lib
                                                                          : "libcuda.so.1";
     const char *missing = NULL;
+    char q[PROF_LOG_VALUE_SIZE], r[PROF_LOG_QUOTE_SIZE];
+    int named = lib == cfg->cuda_lib;
     struct cuda_api a;
     void *h;
 
@@ -71,9 +73,10 @@ int prof_cuda_driver_open(void)
     if (h == NULL) {
         const char *err = dlerror();
 
-        prof_log_once(&note_unavailable, "%sno CUDA driver (%s); CUDA zones time the CPU side only",
-                      cfg->cuda == PROF_CUDA_ON ? "PROF_CUDA=1 but " : "",
-                      err != NULL ? err : lib);
+        prof_log_once(&note_unavailable, "%sno CUDA driver (%s: %s); CUDA zones time the CPU "
+                      "side only", cfg->cuda == PROF_CUDA_ON ? "PROF_CUDA=1 but " : "",
+                      named ? prof_log_value(q, sizeof q, "PROF_CUDA_LIB", lib) : lib,
+                      prof_log_dlerror(r, sizeof r, lib, err));
         return -ENODEV;
     }
 
@@ -104,7 +107,8 @@ int prof_cuda_driver_open(void)
 
     if (missing != NULL) {
         prof_log_once(&note_unavailable,
-                      "CUDA driver %s lacks %s; CUDA zones time the CPU side only", lib, missing);
+                      "CUDA driver %s lacks %s; CUDA zones time the CPU side only",
+                      named ? prof_log_value(q, sizeof q, "PROF_CUDA_LIB", lib) : lib, missing);
         dlclose(h);
         return -ENODEV;
     }

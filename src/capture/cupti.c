@@ -177,11 +177,13 @@ int prof_cupti_open(void)
                                 CUPTI_KIND_MEMSET, CUPTI_KIND_RUNTIME, CUPTI_KIND_DRIVER};
     const struct prof_config *cfg = prof_config_get();
     const char *lib = cfg->cupti_lib, *missing = NULL, *err = NULL;
+    char q[PROF_LOG_VALUE_SIZE], r[PROF_LOG_QUOTE_SIZE];
+    int named = lib != NULL && lib[0] != '\0';
     void *h = NULL;
     CUptiResult rc;
     unsigned i;
 
-    if (lib != NULL && lib[0] != '\0') {
+    if (named) {
         h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         err = h == NULL ? dlerror() : NULL;
     } else {
@@ -193,9 +195,16 @@ int prof_cupti_open(void)
                 err = dlerror();
         }
     }
+    if (h == NULL && named) {
+        prof_log_once(&note_unavailable, "PROF_CUDA=kernels but no CUPTI (%s: %s); CUDA zones "
+                      "use events", prof_log_value(q, sizeof q, "PROF_CUPTI_LIB", lib),
+                      prof_log_dlerror(r, sizeof r, lib, err));
+        return -ENODEV;
+    }
     if (h == NULL) {
         prof_log_once(&note_unavailable, "PROF_CUDA=kernels but no CUPTI (%s; PROF_CUPTI_LIB "
-                      "names its path); CUDA zones use events", err != NULL ? err : lib);
+                      "names its path); CUDA zones use events",
+                      prof_log_quote(r, sizeof r, err != NULL ? err : lib));
         return -ENODEV;
     }
     max_bufs = cfg->cupti_buffers != 0 ? cfg->cupti_buffers : CUPTI_BUFS_DEFAULT;
@@ -221,7 +230,8 @@ int prof_cupti_open(void)
     *(void **)&api.result_string = sym(h, "cuptiGetResultString");
     if (missing != NULL) {
         prof_log_once(&note_unavailable, "PROF_CUDA=kernels but CUPTI %s lacks %s (too old); "
-                      "CUDA zones use events", lib, missing);
+                      "CUDA zones use events",
+                      named ? prof_log_value(q, sizeof q, "PROF_CUPTI_LIB", lib) : lib, missing);
         memset(&api, 0, sizeof api);
         dlclose(h);
         return -ENODEV;

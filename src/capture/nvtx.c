@@ -154,6 +154,7 @@ static int nvtx_attach(void)
 {
     const char *var = sizeof(void *) == 4 ? "NVTX_INJECTION32_PATH" : "NVTX_INJECTION64_PATH";
     const char *path = getenv(var);
+    char q[PROF_LOG_VALUE_SIZE], r[PROF_LOG_QUOTE_SIZE];
     nvtx_init_fn init;
     void *h;
 
@@ -165,14 +166,15 @@ static int nvtx_attach(void)
     if ((h = dlopen(path, RTLD_LAZY | RTLD_LOCAL)) == NULL) {
         const char *err = dlerror();
 
-        prof_log_once(&note_nvtx, "PROF_NVTX=1 but the NVTX tool could not be loaded (%s); "
-                      "zones are not emitted as NVTX ranges", err != NULL ? err : path);
+        prof_log_once(&note_nvtx, "PROF_NVTX=1 but the NVTX tool could not be loaded (%s: %s); "
+                      "zones are not emitted as NVTX ranges", prof_log_value(q, sizeof q, var, path),
+                      prof_log_dlerror(r, sizeof r, path, err));
         return -ENOENT;
     }
     *(void **)&init = dlsym(h, "InitializeInjectionNvtx2");
     if (init == NULL) {
         prof_log_once(&note_nvtx, "PROF_NVTX=1 but %s has no InitializeInjectionNvtx2; "
-                      "zones are not emitted as NVTX ranges", path);
+                      "zones are not emitted as NVTX ranges", prof_log_value(q, sizeof q, var, path));
         dlclose(h);
         return -ENOENT;
     }
@@ -184,12 +186,13 @@ static int nvtx_attach(void)
     fill(sync_t, sync_, NVTX_SYNC_SIZE);
     if (init(get_export_table) == 0) {
         prof_log_once(&note_nvtx, "PROF_NVTX=1 but the NVTX tool %s refused to attach; "
-                      "zones are not emitted as NVTX ranges", path);
+                      "zones are not emitted as NVTX ranges", prof_log_value(q, sizeof q, var, path));
         /* Not unloaded: the tool may have kept pointers into itself. */
         return -EIO;
     }
     if (core[NVTX_CBID_CORE_RangePushA] == NULL || core[NVTX_CBID_CORE_RangePop] == NULL) {
-        prof_log_once(&note_nvtx, "PROF_NVTX=1 but the NVTX tool %s does not record ranges", path);
+        prof_log_once(&note_nvtx, "PROF_NVTX=1 but the NVTX tool %s does not record ranges",
+                      prof_log_value(q, sizeof q, var, path));
         return -ENOTSUP;
     }
     /* Release: the tool's own initialization, done inside init(), is

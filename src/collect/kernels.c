@@ -30,9 +30,20 @@
  * GPU more than 2 s behind still find it: they count in the stage's busy
  * time and kernels, not in its span.
  *
- * Bounds: KZ_ZONES zones kept, KZ_PENDING kernels waiting for their API
- * record, KZ_API launches remembered, KZ_NAMES distinct kernel names (then
- * "(other kernels)"); past each, dropped and counted.
+ * Streams. A slot per CUPTI stream id, made when a zone or a kernel first
+ * names it. Programs make and destroy streams all along (a stream per
+ * request, NCCL's), and CUPTI never tells prof that one is gone, so a slot
+ * that holds no zone is free for the next new id: it holds nothing a
+ * kernel could still need (a late kernel of its stream finds no zone
+ * either way and counts as "(no zone)"; a later zone of that stream gets a
+ * slot again). The least recently used free one is taken; only when every
+ * slot holds zones does the table grow, up to KZ_STREAMS, as many streams
+ * as have zones waiting for their kernels at once.
+ *
+ * Bounds: KZ_ZONES zones kept, KZ_STREAMS streams with zones at once,
+ * KZ_PENDING kernels waiting for their API record, KZ_API launches
+ * remembered, KZ_NAMES distinct kernel names (then "(other kernels)");
+ * past each, dropped and counted.
  *
  * Threads: the runtime lock (one thread at a time). */
 #include <stdlib.h>
@@ -45,7 +56,7 @@
 #include "log.h"
 #include "map.h"
 
-#define KZ_STREAMS 64
+#define KZ_STREAMS 4096            /* streams with zones kept, at once */
 #define KZ_ZONES 65536              /* zones kept for matching, all streams:
                                        218 ms of zones at 300k zones/s, as
                                        the event pool (cuda_pool.c) */
@@ -78,6 +89,7 @@ struct kstream {
     uint64_t horizon;               /* the latest launch read on it */
     uint64_t max_dur;               /* the longest closed zone's CPU interval */
     uint64_t min_open;              /* the earliest open zone's begin (this pass) */
+    uint64_t used;                  /* when last named (use_clock): the LRU's key */
     struct kzone *z;
     unsigned n, cap;
 };
@@ -93,8 +105,9 @@ struct act {
     uint32_t sid, corr, device, passes;
 };
 
-static struct kstream streams[KZ_STREAMS];
-static unsigned nstreams, nzones;
+static struct kstream *streams;
+static unsigned nstreams, streams_cap, nzones, last_stream;
+static uint64_t use_clock;
 static struct api *api_tab;
 static struct act *pend;
 static unsigned npend;
@@ -104,18 +117,60 @@ static struct prof_cupti_buf *taken;
 static uint64_t last_flush_ns, lost, cupti_lost;
 static int flush_forced;                /* the next flush is the run's last */
 static int note_zones, note_pending, note_empty, note_empty_end, note_unfinished, note_names;
+static int note_streams;
 
+/* The slot of stream sid; with create, a new one (a free slot reused, or
+ * the table grown) when it has none. NULL when every one of KZ_STREAMS
+ * slots holds zones, or out of memory. */
 static struct kstream *stream_of(uint32_t sid, int create)
 {
+    struct kstream *s, *lru = NULL;
     unsigned i;
 
-    for (i = 0; i < nstreams; i++)
-        if (streams[i].sid == sid)
-            return &streams[i];
-    if (!create || nstreams == KZ_STREAMS)
+    /* Records come in runs of one stream: its slot first. */
+    if (last_stream < nstreams && streams[last_stream].sid == sid) {
+        s = &streams[last_stream];
+        s->used = ++use_clock;
+        return s;
+    }
+    for (i = 0; i < nstreams; i++) {
+        s = &streams[i];
+        if (s->sid == sid) {
+            last_stream = i;
+            s->used = ++use_clock;
+            return s;
+        }
+        if (s->n == 0 && (lru == NULL || s->used < lru->used))
+            lru = s;
+    }
+    if (!create)
         return NULL;
-    streams[nstreams].sid = sid;
-    return &streams[nstreams++];
+    if (lru == NULL) {
+        if (nstreams == streams_cap) {
+            unsigned cap = streams_cap ? streams_cap * 2 : 16;
+            struct kstream *p;
+
+            if (cap > KZ_STREAMS || (p = realloc(streams, cap * sizeof *p)) == NULL) {
+                prof_log_once(&note_streams, "over %u CUDA streams had zones waiting for "
+                              "their kernels at once (PROF_CUDA=kernels): the zones of "
+                              "later ones are not kept, and their kernels count as (no zone)",
+                              KZ_STREAMS);
+                return NULL;
+            }
+            streams = p;
+            streams_cap = cap;
+        }
+        lru = &streams[nstreams++];
+        memset(lru, 0, sizeof *lru);
+    }
+    /* Reused: its zone array stays, the rest is the new stream's. */
+    lru->sid = sid;
+    lru->device = 0;
+    lru->horizon = lru->max_dur = 0;
+    lru->min_open = UINT64_MAX;
+    lru->used = ++use_clock;
+    last_stream = (unsigned)(lru - streams);
+    return lru;
 }
 
 int prof_kernels_zone(struct prof_thread *t, const char *name, uint32_t sid, uint32_t depth,
@@ -156,7 +211,7 @@ int prof_kernels_zone(struct prof_thread *t, const char *name, uint32_t sid, uin
         return s->device;
     }
     if (s->n == s->cap) {
-        unsigned cap = s->cap ? s->cap * 2 : 64;
+        unsigned cap = s->cap ? s->cap * 2 : 16;
         struct kzone *p = realloc(s->z, cap * sizeof *p);
 
         if (p == NULL) {

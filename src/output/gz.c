@@ -75,17 +75,11 @@ int prof_gz_load(const char **why)
         zl.tried = 1;
         h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         if (h == NULL) {
-            const char *e = dlerror();
-            size_t n = strlen(lib);
-            char q[PROF_LOG_QUOTE_SIZE], r[PROF_LOG_QUOTE_SIZE];
+            char q[PROF_LOG_VALUE_SIZE], r[PROF_LOG_QUOTE_SIZE];
 
-            /* The loader's reason starts with the name it was given: the
-             * name is said once, quoted, after its variable. */
-            if (e != NULL && strncmp(e, lib, n) == 0 && strncmp(e + n, ": ", 2) == 0)
-                e += n + 2;
-            snprintf(msg, sizeof msg, "%s\"%s\": %s", lib == dflt ? "" : "PROF_ZLIB_LIB=",
-                     prof_log_quote(q, sizeof q, lib),
-                     e != NULL ? prof_log_quote(r, sizeof r, e) : "cannot load it");
+            snprintf(msg, sizeof msg, "%s: %s",
+                     lib == dflt ? dflt : prof_log_value(q, sizeof q, "PROF_ZLIB_LIB", lib),
+                     prof_log_dlerror(r, sizeof r, lib, dlerror()));
             zl.why = msg;
         } else {
             *(void **)&zl.deflateInit2_ = dlsym(h, "deflateInit2_");

@@ -22,7 +22,7 @@
 #define KS_SPANS 32
 #define KS_NAMES 16
 #define KS_TOP 3
-#define KS_PUB 32                   /* stages in the metrics, the busiest */
+#define KS_PUB PROF_KSTATS_PUB      /* stages in the metrics, the busiest */
 
 struct kname {
     const char *name;
@@ -44,10 +44,7 @@ static struct prof_map stages;      /* stage -> struct kstage */
 
 /* The metrics' copy, for the metrics thread (prof_kstats_metrics). */
 static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char stage[128];
-    uint64_t busy_ns, count;
-} pub[KS_PUB];
+static struct prof_kstats_pub pub[KS_PUB];
 static int npub;
 static int owner_pid;               /* the process the copy is of */
 
@@ -201,7 +198,10 @@ void prof_kstats_text(struct prof_buf *b, const struct prof_stage *s, int window
 
         prof_fmt_fixed(pct, sizeof pct,
                        a->total_ns ? 100.0 * (double)top[i].ns / (double)a->total_ns : 0.0, 0);
-        prof_buf_printf(b, "%s %s %s%%", i ? "," : ":", top[i].name, pct);
+        char name[PROF_NAME_ROOM];
+
+        prof_fmt_name(name, sizeof name, top[i].name, PROF_NAME_COLS);
+        prof_buf_printf(b, "%s %s %s%%", i ? "," : ":", name, pct);
     }
     prof_buf_puts(b, "\n");
 }
@@ -289,12 +289,9 @@ static void sink_tick(uint64_t now_ns)
     }
     pthread_mutex_lock(&pub_lock);
     for (j = 0; j < n; j++) {
-        size_t len = strlen(top[j].s->name);
-
-        if (len >= sizeof pub[j].stage)
-            len = sizeof pub[j].stage - 1;
-        memcpy(pub[j].stage, top[j].s->name, len);
-        pub[j].stage[len] = '\0';
+        /* The name itself, not a copy: interned, it outlives the stage,
+         * and a copy cut to a room could end inside a UTF-8 sequence. */
+        pub[j].stage = top[j].s->name;
         pub[j].busy_ns = top[j].busy;
         pub[j].count = top[j].count;
     }
@@ -302,45 +299,15 @@ static void sink_tick(uint64_t now_ns)
     pthread_mutex_unlock(&pub_lock);
 }
 
-/* A Prometheus label value: \\, " and newline escaped. */
-static void put_label(struct prof_buf *b, const char *s)
-{
-    for (; *s != '\0'; s++) {
-        if (*s == '\\' || *s == '"')
-            prof_buf_put(b, "\\", 1);
-        if (*s == '\n')
-            prof_buf_puts(b, "\\n");
-        else
-            prof_buf_put(b, s, 1);
-    }
-}
-
-void prof_kstats_metrics(struct prof_buf *b, int rank)
+int prof_kstats_published(struct prof_kstats_pub *out, int cap)
 {
     int i;
 
     pthread_mutex_lock(&pub_lock);
-    if (npub > 0)
-        prof_buf_puts(b, "# HELP prof_gpu_stage_kernel_busy_seconds_total Time the GPU stage's "
-                         "kernels kept the GPU busy (union; PROF_CUDA=kernels).\n"
-                         "# TYPE prof_gpu_stage_kernel_busy_seconds_total counter\n");
-    for (i = 0; i < npub; i++) {
-        prof_buf_puts(b, "prof_gpu_stage_kernel_busy_seconds_total{stage=\"");
-        put_label(b, pub[i].stage);
-        prof_buf_printf(b, "\",rank=\"%d\"} ", rank);
-        prof_buf_fixed(b, (double)pub[i].busy_ns / 1e9, 9);
-        prof_buf_puts(b, "\n");
-    }
-    if (npub > 0)
-        prof_buf_puts(b, "# HELP prof_gpu_stage_kernels_total Kernels, memcpys and memsets "
-                         "the GPU stage ran (PROF_CUDA=kernels).\n"
-                         "# TYPE prof_gpu_stage_kernels_total counter\n");
-    for (i = 0; i < npub; i++) {
-        prof_buf_puts(b, "prof_gpu_stage_kernels_total{stage=\"");
-        put_label(b, pub[i].stage);
-        prof_buf_printf(b, "\",rank=\"%d\"} %llu\n", rank, (unsigned long long)pub[i].count);
-    }
+    for (i = 0; i < npub && i < cap; i++)
+        out[i] = pub[i];
     pthread_mutex_unlock(&pub_lock);
+    return i;
 }
 
 const struct prof_sink prof_kstats_sink = {

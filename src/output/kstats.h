@@ -23,10 +23,18 @@ void prof_kstats_text(struct prof_buf *b, const struct prof_stage *s, int window
  * when it ran none. */
 void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window);
 
-/* Prometheus text for the metrics thread (metrics.c): per GPU stage (the
- * 32 busiest), its kernels' busy seconds and count over the run. Any
- * thread; takes only this file's publication lock. */
-void prof_kstats_metrics(struct prof_buf *b, int rank);
+/* For the metrics thread (metrics.c writes them, labelled as its other
+ * per-stage metrics): the busiest GPU stages (at most PROF_KSTATS_PUB),
+ * busiest first, with their kernels' busy time and count over the run, as
+ * of the collector's last tick. stage is the stage's interned name (valid
+ * until exit). Copies at most cap into out; returns how many. Any thread;
+ * takes only this file's publication lock. */
+#define PROF_KSTATS_PUB 32
+struct prof_kstats_pub {
+    const char *stage;
+    uint64_t busy_ns, count;
+};
+int prof_kstats_published(struct prof_kstats_pub *out, int cap);
 
 /* A GPU stage's figures for the live file (live.c's snapshot): its
  * kernels' busy time and count in the window and the run, and the top

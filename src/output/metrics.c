@@ -42,39 +42,6 @@
 
 /* ---- The text. ---- */
 
-/* A label value: UTF-8 kept, \ " and newline escaped as the format says;
- * invalid bytes (the format is UTF-8) and other control bytes as the
- * four characters \xNN, the backslash escaped, so no name breaks a line.
- * Runs of plain bytes go in one copy. */
-static void put_label(struct prof_buf *b, const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + n, *run = p;
-
-    while (p < end) {
-        size_t k = 1;
-
-        if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '"') {
-            p++;
-            continue;
-        }
-        if (*p >= 0x80 && (k = prof_utf8_seq(p)) != 0 && p + k <= end) {
-            p += k;
-            continue;
-        }
-        prof_buf_put(b, (const char *)run, (size_t)(p - run));
-        if (*p == '\\')
-            prof_buf_put(b, "\\\\", 2);
-        else if (*p == '"')
-            prof_buf_put(b, "\\\"", 2);
-        else if (*p == '\n')
-            prof_buf_put(b, "\\n", 2);
-        else
-            prof_buf_printf(b, "\\\\x%02x", *p);
-        run = ++p;
-    }
-    prof_buf_put(b, (const char *)run, (size_t)(p - run));
-}
-
 static void put_seconds(struct prof_buf *b, double ns)
 {
     prof_buf_double(b, ns == ns ? ns / 1e9 : 0);
@@ -112,7 +79,7 @@ static int paths_make(const struct prof_live_snap *s, struct prof_buf *names, st
             prof_buf_commit(names, p.len);
             prof_buf_put(names, "/", 1);
         }
-        put_label(names, r->name, strlen(r->name));
+        prof_buf_prom_label(names, r->name, strlen(r->name));
         out[i].len = names->len - out[i].off;
     }
     return names->failed ? -ENOMEM : 0;
@@ -139,6 +106,53 @@ static void process_metric(struct prof_buf *b, const char *head, const char *r_o
     prof_buf_puts(b, r_only);
     prof_buf_u64(b, v);
     prof_buf_put(b, "\n", 1);
+}
+
+/* One kernels sample of GPU stage k up to its value: labelled by the
+ * stage's path where the snapshot has its row, as every per-stage metric
+ * is; by its name alone where it has none (a stage folded out of the
+ * rows). */
+static void kernel_sample(struct prof_buf *b, const char *metric, const struct prof_live_snap *s,
+                          const struct prof_buf *names, const struct path *paths,
+                          const struct prof_kstats_pub *k, const char *rank)
+{
+    for (size_t i = 0; i < s->table.len; i++)
+        if (s->table.rows[i].name == k->stage || strcmp(s->table.rows[i].name, k->stage) == 0) {
+            stage_sample(b, metric, names, &paths[i], rank, "} ");
+            return;
+        }
+    prof_buf_puts(b, metric);
+    prof_buf_put(b, "{stage=\"", 8);
+    prof_buf_prom_label(b, k->stage, strlen(k->stage));
+    prof_buf_puts(b, rank);
+    prof_buf_puts(b, "} ");
+}
+
+static void kernel_metrics(struct prof_buf *b, const struct prof_live_snap *s,
+                           const struct prof_buf *names, const struct path *paths,
+                           const char *rank)
+{
+    struct prof_kstats_pub k[PROF_KSTATS_PUB];
+    int n = prof_kstats_published(k, PROF_KSTATS_PUB);
+
+    if (n == 0)
+        return;
+    prof_buf_puts(b, "# HELP prof_gpu_stage_kernel_busy_seconds_total Time the GPU stage's "
+                     "kernels kept the GPU busy (union; PROF_CUDA=kernels).\n"
+                     "# TYPE prof_gpu_stage_kernel_busy_seconds_total counter\n");
+    for (int i = 0; i < n; i++) {
+        kernel_sample(b, "prof_gpu_stage_kernel_busy_seconds_total", s, names, paths, &k[i], rank);
+        prof_buf_fixed(b, (double)k[i].busy_ns / 1e9, 9);
+        prof_buf_put(b, "\n", 1);
+    }
+    prof_buf_puts(b, "# HELP prof_gpu_stage_kernels_total Kernels, memcpys and memsets "
+                     "the GPU stage ran (PROF_CUDA=kernels).\n"
+                     "# TYPE prof_gpu_stage_kernels_total counter\n");
+    for (int i = 0; i < n; i++) {
+        kernel_sample(b, "prof_gpu_stage_kernels_total", s, names, paths, &k[i], rank);
+        prof_buf_u64(b, k[i].count);
+        prof_buf_put(b, "\n", 1);
+    }
 }
 
 void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
@@ -218,7 +232,7 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
                       "# TYPE prof_stages_folded gauge\nprof_stages_folded", r_only,
                    s->table.folded);
     prof_gpu_metrics(b, s->rank >= 0 ? s->rank : 0);    /* GPU busy, NVML (gpu_busy.h) */
-    prof_kstats_metrics(b, s->rank >= 0 ? s->rank : 0); /* PROF_CUDA=kernels (kstats.h) */
+    kernel_metrics(b, s, &names, paths, rank);          /* PROF_CUDA=kernels (kstats.h) */
     free(paths);
     prof_buf_free(&names);
 }
@@ -769,9 +783,12 @@ static void file_write(const struct prof_buf *b)
         if (err != 0)
             unlink(tmp);
     }
-    if (err != 0)
-        prof_log_once(&logged, "PROF_METRICS: cannot write %s (%s); retried every second, "
-                      "said once", path, strerror(-err));
+    if (err != 0) {
+        char q[PROF_LOG_VALUE_SIZE];
+
+        prof_log_once(&logged, "%s: cannot write it (%s); retried every second, said once",
+                      prof_log_value(q, sizeof q, "PROF_METRICS", path), strerror(-err));
+    }
 }
 
 int prof_metrics_wanted(void)

@@ -105,15 +105,18 @@ static int nvml_open(void)
     const char *lib = cfg->nvml_lib != NULL && cfg->nvml_lib[0] != '\0' ? cfg->nvml_lib
                                                                          : "libnvidia-ml.so.1";
     const char *missing = NULL;
-    char buf[32];
+    char buf[32], q[PROF_LOG_VALUE_SIZE], r[PROF_LOG_QUOTE_SIZE];
+    int named = lib == cfg->nvml_lib;
     nvmlReturn_t rc;
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 
     if (h == NULL) {
         const char *err = dlerror();
 
-        prof_log_once(&note_open, "no NVML (%s): the summary shows the GPU zones' busy share "
-                      "only, not the device's own utilization", err != NULL ? err : lib);
+        prof_log_once(&note_open, "no NVML (%s: %s): the summary shows the GPU zones' busy "
+                      "share only, not the device's own utilization",
+                      named ? prof_log_value(q, sizeof q, "PROF_NVML_LIB", lib) : lib,
+                      prof_log_dlerror(r, sizeof r, lib, err));
         return -ENODEV;
     }
 #define NVSYM(field, name, alt, required)                                     \
@@ -133,7 +136,8 @@ static int nvml_open(void)
 #undef NVSYM
     if (missing != NULL) {
         prof_log_once(&note_open, "NVML %s lacks %s: the summary shows the GPU zones' busy "
-                      "share only", lib, missing);
+                      "share only",
+                      named ? prof_log_value(q, sizeof q, "PROF_NVML_LIB", lib) : lib, missing);
         dlclose(h);
         return -ENODEV;
     }

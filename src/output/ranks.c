@@ -153,16 +153,8 @@ static void slots_of(uint64_t h, size_t *k)
 /* Copy at most size - 1 bytes of s, never ending inside a UTF-8 sequence. */
 static void copy_name(char *dst, size_t size, const char *s)
 {
-    size_t n = 0;
+    size_t n = prof_utf8_cut(s, strlen(s), size - 1);
 
-    while (s[n] != '\0') {
-        size_t seq = prof_utf8_seq((const unsigned char *)s + n);
-        if (seq == 0)
-            seq = 1;
-        if (n + seq > size - 1)
-            break;
-        n += seq;
-    }
     memcpy(dst, s, n);
     memset(dst + n, 0, size - n);
 }
@@ -791,7 +783,7 @@ static void format_text(struct prof_buf *o, const struct table *tb)
                     (long long)s->r1.ref_step, (long long)s->r1.ref_steps,
                     (long long)s->r1.nranks, wall, (long long)s->r1.ref_rank);
     for (int k = 0; k < tb->nrows; k++) {
-        size_t w = prof_summary_name(name, sizeof name, tb->rows[k].t->name, 1000);
+        size_t w = prof_fmt_name(name, sizeof name, tb->rows[k].t->name, 1000);
         if (w > width)
             width = w;
     }
@@ -804,7 +796,7 @@ static void format_text(struct prof_buf *o, const struct table *tb)
         const struct ranks_stage *t = w->t;
         double v[6] = {w->avg_med, dec_val(t->min[0]), dec_val(t->max[0]),
                        w->p95_med, dec_val(t->min[1]), dec_val(t->max[1])};
-        size_t cols_used = prof_summary_name(name, sizeof name, t->name, 1000);
+        size_t cols_used = prof_fmt_name(name, sizeof name, t->name, 1000);
         char d[24], slow[24];
 
         prof_buf_printf(o, "%s%*s %5lld%s", name, (int)(width - cols_used), "",
@@ -821,7 +813,7 @@ static void format_text(struct prof_buf *o, const struct table *tb)
         prof_fmt_dur(ex, sizeof ex, tb->s_excess);
         prof_fmt_dur(self, sizeof self, tb->s_self);
         prof_fmt_dur(oth, sizeof oth, tb->s_other);
-        prof_summary_name(name, sizeof name, tb->rows[tb->s_row].t->name, 1000);
+        prof_fmt_name(name, sizeof name, tb->rows[tb->s_row].t->name, 1000);
         if (s->r1.ok == 2)
             prof_buf_printf(o, "straggler: rank %d in %s, +%s per step (self %s per step, the "
                                "other rank %s; two ranks: against the other rank, not a "

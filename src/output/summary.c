@@ -25,40 +25,6 @@ struct view {
     uint64_t step;               /* the step the summary is taken at */
 };
 
-/* A name as it may reach a terminal: valid UTF-8 is kept, control bytes
- * (escape sequences included) and invalid bytes are shown as \xNN, and long
- * names are cut. Returns the number of columns used. */
-size_t prof_summary_name(char *out, size_t size, const char *name, size_t max_cols)
-{
-    const unsigned char *s = (const unsigned char *)name;
-    size_t n = 0, cols = 0;
-
-    while (*s != '\0' && n + 8 < size) {
-        size_t seq = prof_utf8_seq(s);
-        if (cols >= max_cols) {
-            memcpy(out + n, "...", 3);
-            n += 3;
-            cols += 3;
-            break;
-        }
-        if (seq == 1 && *s >= 0x20 && *s != 0x7f) {
-            out[n++] = (char)*s++;
-        } else if (seq > 1 && !(seq == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
-            /* U+0080..U+009F (C1 controls, e.g. U+009B, CSI) are escaped
-             * byte by byte below, like C0 controls. */
-            memcpy(out + n, s, seq);
-            n += seq;
-            s += seq;
-        } else {
-            n += (size_t)snprintf(out + n, size - n, "\\x%02x", *s++);
-            cols += 3;
-        }
-        cols++;
-    }
-    out[n] = '\0';
-    return cols;
-}
-
 /* A step window normally holds PROF_SUMMARY_EVERY=N steps. When steps
  * come faster than their summaries can be written, or the step records
  * that end windows were dropped (a full ring), the collector prints one
@@ -176,7 +142,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     char name[256];
 
     for (size_t i = 0; i < r->len; i++) {
-        size_t w = 2 * r->rows[i].depth + prof_summary_name(name, sizeof name, r->rows[i].stage->name, 48);
+        size_t w = 2 * r->rows[i].depth + prof_fmt_name(name, sizeof name, r->rows[i].stage->name, PROF_NAME_COLS);
         if (w > width)
             width = w;
     }
@@ -190,7 +156,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         size_t cols_used;
 
         prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
-        cols_used = prof_summary_name(name, sizeof name, st.name, 48);
+        cols_used = prof_fmt_name(name, sizeof name, st.name, PROF_NAME_COLS);
         prof_buf_printf(b, "%*s%s%*s", (int)(2 * r->rows[i].depth), "", name,
                         (int)(width - 2 * r->rows[i].depth - cols_used), "");
         if (st.count == 0) {
@@ -233,7 +199,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
                         "last", "min", "max", "avg");
         for (size_t i = 0; i < r->ncounters; i++) {
             const struct prof_counter_acc *a = v->window ? &r->counters[i]->win : &r->counters[i]->run;
-            size_t w = prof_summary_name(name, sizeof name, r->counters[i]->name, 48);
+            size_t w = prof_fmt_name(name, sizeof name, r->counters[i]->name, PROF_NAME_COLS);
             char g[4][32];
             prof_fmt_sig(g[0], sizeof g[0], a->last, 4);
             prof_fmt_sig(g[1], sizeof g[1], a->min, 4);
@@ -249,7 +215,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     if (r->nmarks) {
         prof_buf_puts(b, "marks:");
         for (size_t i = 0; i < r->nmarks; i++) {
-            prof_summary_name(name, sizeof name, r->marks[i]->name, 48);
+            prof_fmt_name(name, sizeof name, r->marks[i]->name, PROF_NAME_COLS);
             prof_buf_printf(b, " %s x%llu", name,
                             (unsigned long long)(v->window ? r->marks[i]->win : r->marks[i]->run));
         }

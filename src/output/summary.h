@@ -15,10 +15,6 @@ enum prof_summary_kind { PROF_KIND_PERIODIC = 1, PROF_KIND_FINAL = 2, PROF_KIND_
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
                          uint64_t step, uint64_t now_ns);
 
-/* A name as it may reach a terminal: valid UTF-8 kept, control bytes
- * (escape sequences included) and invalid bytes as \xNN, cut after
- * max_cols columns with "...". Returns the columns used. */
-size_t prof_summary_name(char *out, size_t size, const char *name, size_t max_cols);
 
 /* Forked workers that ended before they could finish, as the summary
  * lists them. children.c, on the floor above, finds them and says each

@@ -98,8 +98,10 @@ static int summary_target(void)
          * trace keeps the file: it is the larger loss, and it was opened
          * first (when the runtime started). */
         if (summary_is_trace(path)) {
+            char q[PROF_LOG_VALUE_SIZE];
+
             prof_log("PROF_SUMMARY and PROF_TRACE name the same file (%s); it keeps the trace, "
-                     "summaries go to stderr", path);
+                     "summaries go to stderr", prof_log_value(q, sizeof q, "PROF_SUMMARY", path));
             summary_failed = 1;
             return -1;
         }
@@ -108,7 +110,10 @@ static int summary_target(void)
         summary_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
                           O_NONBLOCK, 0644);
         if (summary_fd < 0) {
-            prof_log("summary %s: cannot open (%s); summaries go to stderr", path, strerror(errno));
+            char q[PROF_LOG_VALUE_SIZE];
+
+            prof_log("summary %s: cannot open (%s); summaries go to stderr",
+                     prof_log_value(q, sizeof q, "PROF_SUMMARY", path), strerror(errno));
             summary_failed = 1;
         } else {
             fcntl(summary_fd, F_SETFL, fcntl(summary_fd, F_GETFL) & ~O_NONBLOCK);
@@ -266,8 +271,10 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
         prof_log("writing the summary to stdout failed (%s); this and later summaries go to "
                  "stderr", strerror(-err));
     } else {
+        char q[PROF_LOG_VALUE_SIZE];
+
         prof_log("writing the summary to %s failed (%s); this and later summaries go to stderr",
-                 summary_name, strerror(-err));
+                 prof_log_value(q, sizeof q, "PROF_SUMMARY", summary_name), strerror(-err));
         close(summary_fd);
         summary_fd = -1;
         summary_failed = 1;

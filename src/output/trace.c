@@ -171,7 +171,10 @@ void prof_trace_flush(void)
     /* Checked before the length: a buffer whose first allocation failed
      * is empty and failed. */
     if (buf.failed) {
-        prof_log("trace %s: out of memory; tracing is off from here", path);
+        char q[PROF_LOG_VALUE_SIZE];
+
+        prof_log("trace %s: out of memory; tracing is off from here",
+                 prof_log_value(q, sizeof q, "PROF_TRACE", path));
         state = CAPPED;
         buf.failed = 0;
         buf.len = 0;
@@ -434,6 +437,7 @@ static int cap_look(void)
 {
     const struct prof_config *cfg = prof_config_get();
     uint64_t mb = cfg->trace_max_bytes / (1024 * 1024), need;
+    char q[PROF_LOG_VALUE_SIZE];
 
     if (!cfg->trace_max_bytes || state != ON)
         return 0;
@@ -456,7 +460,8 @@ static int cap_look(void)
     prof_buf_us(&buf, rel(prof_clock_now_ns()));
     prof_buf_puts(&buf, "}");
     prof_log("trace %s: size limit of %llu MB reached; later events are not recorded "
-             "(PROF_TRACE_MAX_MB)", path, (unsigned long long)mb);
+             "(PROF_TRACE_MAX_MB)", prof_log_value(q, sizeof q, "PROF_TRACE", path),
+             (unsigned long long)mb);
     state = CAPPED;
     return 1;
 }
@@ -752,7 +757,8 @@ static uint32_t lane_track(struct prof_thread *t, struct trace_thread *tt, uint3
         return l->tid;
     l->named = (uint32_t)gen;
     if (tname != NULL)
-        snprintf(name, sizeof name, "%.60s task %u", tname, lane);
+        snprintf(name, sizeof name, "%.*s task %u", (int)prof_utf8_cut(tname, strlen(tname), 60),
+                 tname, lane);
     else if (t->tid == (uint32_t)prof_process_get()->pid)
         snprintf(name, sizeof name, "main task %u", lane);
     else

@@ -103,6 +103,12 @@ static int end_wanted;           /* prof_trace_out_close: write the end */
 static int abandon_wanted;       /* prof_trace_out_abandon */
 static uint64_t origin_ns;       /* the trace's ts 0 (prof_trace_out_origin) */
 
+/* The trace's path as every message shows it: made from PROF_TRACE. */
+static const char *path_said(char q[PROF_LOG_VALUE_SIZE], const char *p)
+{
+    return prof_log_value(q, PROF_LOG_VALUE_SIZE, "PROF_TRACE", p);
+}
+
 /* Read by the formatter (atomics). */
 static uint64_t written;         /* bytes in the file (compressed, for gz) */
 static uint64_t raw_written;     /* JSON bytes given to the file */
@@ -128,6 +134,7 @@ static int ends_with_gz(const char *s)
 int prof_trace_out_open(char *p)
 {
     static int zlib_note;
+    char q[PROF_LOG_VALUE_SIZE];
     const char *why;
     int err;
 
@@ -138,9 +145,9 @@ int prof_trace_out_open(char *p)
         else
             why = why != NULL ? why : "zlib not found";
         if (gz == NULL) {
+            prof_log_once(&zlib_note, "trace %s: no zlib (%s); writing plain JSON to that path "
+                          "without its .gz", path_said(q, p), why);
             p[strlen(p) - 3] = '\0';
-            prof_log_once(&zlib_note, "trace %s.gz: no zlib (%s); writing plain JSON to %s",
-                          p, why, p);
         }
     }
     /* O_NONBLOCK for the open only: a FIFO with no reader fails (ENXIO)
@@ -148,8 +155,8 @@ int prof_trace_out_open(char *p)
     fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (fd < 0) {
         err = errno;
-        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", p,
-                 strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
+        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on",
+                 path_said(q, p), strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
                  "does not follow" : "");
         prof_gz_free(gz);
         gz = NULL;
@@ -188,12 +195,13 @@ static void write_all(const char *p, size_t n)
 {
     size_t done;
     int err = prof_write_full(fd, p, n, &done);
+    char q[PROF_LOG_VALUE_SIZE];
 
     __atomic_add_fetch(&written, (uint64_t)done, __ATOMIC_RELAXED);
     prof_writer_progress();
     if (err != 0) {
         prof_log("trace %s: write failed (%s); tracing is off from here, "
-                 "the summary goes on", path, strerror(-err));
+                 "the summary goes on", path_said(q, path), strerror(-err));
         __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
         __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
         close(fd);
@@ -219,8 +227,10 @@ static void write_batch(const char *p, size_t n)
     if (gz != NULL) {
         zbuf.len = 0;
         if (prof_gz_write(gz, p, n, 0, &zbuf) != 0) {
+            char q[PROF_LOG_VALUE_SIZE];
+
             prof_log("trace %s: compression failed (out of memory?); tracing is off from "
-                     "here", path);
+                     "here", path_said(q, path));
             zbuf.failed = 0;
             __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
         } else {
@@ -285,10 +295,13 @@ void prof_trace_out_queue(struct prof_buf *b)
         pthread_mutex_unlock(&queue_lock);
         b->len = 0;
         b->failed = 0;
-        if (lost != 0)
+        if (lost != 0) {
+            char shown[PROF_LOG_VALUE_SIZE];
+
             prof_log_once(&logged, "trace %s: its writer is behind (is the file's reader "
                           "stopped?); trace events are dropped while it is, and the trace says "
-                          "how many", path);
+                          "how many", path_said(shown, path));
+        }
         return;
     }
     if ((q = spare) != NULL) {
@@ -532,6 +545,7 @@ static void trace_end(void)
     int expect = W_OPEN;
     uint64_t unsaid, total;
     struct batch *q;
+    char shown[PROF_LOG_VALUE_SIZE];
 
     pthread_mutex_lock(&queue_lock);
     unsaid = drop_unsaid;
@@ -541,8 +555,8 @@ static void trace_end(void)
     if (fd >= 0 && unsaid != 0)
         write_drop_note(unsaid, UINT64_MAX);
     if (total != 0)
-        prof_log("trace %s: %llu events were dropped because its writer was behind", path,
-                 (unsigned long long)total);
+        prof_log("trace %s: %llu events were dropped because its writer was behind",
+                 path_said(shown, path), (unsigned long long)total);
     /* The end is written by whichever of this path and the signal path
      * claims it first; directly, so that the file is closed even when
      * memory is short. */
@@ -562,7 +576,7 @@ static void trace_end(void)
     }
     __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
     if (fd >= 0 && close(fd) != 0)
-        prof_log("trace %s: close failed (%s)", path, strerror(errno));
+        prof_log("trace %s: close failed (%s)", path_said(shown, path), strerror(errno));
     fd = -1;
     prof_buf_free(&zbuf);
     prof_gz_free(gz);

@@ -32,6 +32,20 @@
  *              thread can: every zone's GPU side and every kernel arrives
  *              (a zone is forgotten once a later launch on its stream was
  *              read, so the zones kept stay few), busy exact.
+ * streams      1,000 streams made and destroyed, 4 alive at a time, a zone
+ *              with one kernel on each: every kernel lands in its zone
+ *              (none in "(no zone)" but the one launched outside every
+ *              zone), every zone has its GPU side, nothing dropped or
+ *              said: stream slots are reused once their zones are done.
+ * labels       zones whose names put a 2-, 3- and 4-byte UTF-8 character
+ *              across the 128th byte of their GPU stage's name, and one
+ *              with quotes, a backslash, a newline, a control and an
+ *              invalid byte, each with a kernel whose name is UTF-8; waits
+ *              until PROF_METRICS (a .prom file) has their kernel samples,
+ *              then prints that file between "--- metrics" and "--- end",
+ *              and the text summary between "--- text" and "--- end"
+ *              (labels.py judges both: UTF-8, the exposition format, one
+ *              label per stage in every metric).
  * fork         a child forked after kernels mode began: one line, CPU
  *              sides only, and the parent's kernels still arrive.
  * names        6,000 kernels of distinct names: the first 4,096 names are
@@ -197,8 +211,8 @@ static void check_metrics(void)
     const char *path = getenv("PROF_METRICS");
     static char m[65536];
     const char *want[] = {
-        "prof_gpu_stage_kernel_busy_seconds_total{stage=\"outer [gpu]\",rank=\"0\"} 0.001100000\n",
-        "prof_gpu_stage_kernels_total{stage=\"outer [gpu]\",rank=\"0\"} 4\n",
+        "prof_gpu_stage_kernel_busy_seconds_total{stage=\"outer/outer [gpu]\",rank=\"0\"} 0.001100000\n",
+        "prof_gpu_stage_kernels_total{stage=\"outer/outer [gpu]\",rank=\"0\"} 4\n",
         "prof_gpu_stage_kernels_total{stage=\"(no zone) [gpu]\",rank=\"0\"} 3\n",
     };
     size_t n = 0;
@@ -459,6 +473,92 @@ static void many(void)
     LOG_EXPECT_NONE();
 }
 
+static void streams_churn(void)
+{
+    enum { N = 1000, ALIVE = 4 };
+    CUstream live[ALIVE] = {0};
+    prof_stage_stats st;
+    uint64_t busy = 0;
+
+    for (int i = 0; i < N; i++) {
+        CUstream *s = &live[i % ALIVE];
+
+        if (*s != NULL)
+            CHECK(f.stream_destroy(*s) == 0);
+        *s = fake_stream(&f);
+        {
+            PROF_CUDA_ZONE("per_stream", *s);
+            kernel(*s, 1000 + (uint64_t)(i % 7) * 100, "_Z8k_streamv");
+            busy += 1000 + (uint64_t)(i % 7) * 100;
+        }
+    }
+    for (int i = 0; i < ALIVE; i++)
+        CHECK(f.stream_destroy(live[i]) == 0);
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    /* No later launch is read on a destroyed stream: its zone's GPU side
+     * comes after the 2 s hold. */
+    CHECKF(wait_count("per_stream [gpu]", N, 30000) == N, "%llu of %d GPU sides",
+           (unsigned long long)stage_count("per_stream [gpu]"), N);
+    CHECKF(wait_count("(no zone) [gpu]", 1, 30000) == 1, "%llu kernels in (no zone)",
+           (unsigned long long)stage_count("(no zone) [gpu]"));
+    summaries();
+    CHECKF(kernels_number("per_stream [gpu]", "count") == N, "%.0f kernels in the zones",
+           kernels_number("per_stream [gpu]", "count"));
+    /* Each zone's GPU side is its own kernel's span: the sides add up to
+     * the kernels' times (streams overlap, so busy is their union). */
+    CHECK(kernels_number("per_stream [gpu]", "total_ns") == (double)busy);
+    CHECK(prof_stats("per_stream [gpu]", &st) == 0 && st.total_ns == busy);
+    CHECK(kernels_number("(no zone) [gpu]", "count") == 1);
+    CHECK(dropped_count() == 0);
+    LOG_EXPECT_NONE();
+}
+
+static void labels(void)
+{
+    static char n[4][256], m[65536];
+    static const char *kernels[4] = {
+        "void ns::k\xc3\xa9rnel<int>(float*)", "void \xe5\x90\x8d\xe5\x89\x8d(float*)",
+        "_Z4tickv", "void ns::\xf0\x9f\x98\x80_k(float*)",
+    };
+    const char *path = getenv("PROF_METRICS");
+    size_t len = 0;
+    int found = 0;
+
+    CHECK(path != NULL);
+    /* " [gpu]" follows: bytes 126-127, 125-127 and 124-127 of the GPU
+     * stage's name are one character each. */
+    memset(n[0], 'a', 126);
+    memcpy(n[0] + 126, "\xc3\xa9x", 4);
+    snprintf(n[1], sizeof n[1], "%.125s\xe2\x82\xacy", n[0]);
+    snprintf(n[2], sizeof n[2], "%.124s\xf0\x9f\x98\x80z", n[0]);
+    snprintf(n[3], sizeof n[3], "q\"uo\\te\nnl\x01\xff \xc3\xa9");
+    CHECK(strlen(n[0]) == 129 && strlen(n[1]) == 129 && strlen(n[2]) == 129);
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 4; i++) {
+            PROF_CUDA_ZONE(prof_intern(n[i]), s1);
+            kernel(s1, 1000 * (uint64_t)(i + 1), kernels[i]);
+        }
+    kernel(s1, 10 * US, "_Z6k_lastv");
+    for (int tries = 0; tries < 1000 && found < 4; tries++) {
+        FILE *fp = fopen(path, "r");
+        const char *p;
+
+        pause_ms(20);
+        if (fp == NULL)
+            continue;
+        len = fread(m, 1, sizeof m - 1, fp);
+        fclose(fp);
+        m[len] = '\0';
+        for (found = 0, p = m; (p = strstr(p, "\nprof_gpu_stage_kernels_total{")) != NULL; p++)
+            found++;
+    }
+    CHECKF(found >= 4, "%d kernel samples in the metrics:\n%s", found, m);
+    summaries();
+    printf("--- metrics\n%s--- end\n--- text\n%s--- end\n", m, text);
+    fflush(stdout);
+    LOG_EXPECT_NONE();
+}
+
 static void names(void)
 {
     enum { N = 6000, KEPT = 4096 };
@@ -637,6 +737,10 @@ int main(int argc, char **argv)
         loaded();
     else if (strcmp(mode, "names") == 0)
         names();
+    else if (strcmp(mode, "labels") == 0)
+        labels();
+    else if (strcmp(mode, "streams") == 0)
+        streams_churn();
     else if (strcmp(mode, "fork") == 0)
         forked();
     else if (strcmp(mode, "unfinished") == 0)

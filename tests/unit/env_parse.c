@@ -437,8 +437,33 @@ static void test_quote(void)
         }
 }
 
+/* prof_log_value: NAME="value", the value within PROF_LOG_VALUE_MAX
+ * characters; prof_log_dlerror: the loader's text without the name. */
+static void test_value(void)
+{
+    static char big[4001];
+    char buf[PROF_LOG_VALUE_SIZE], r[PROF_LOG_QUOTE_SIZE];
+    size_t n;
+
+    for (size_t i = 0; i < 4000; i++)
+        big[i] = (char)(i % 7 == 0 ? 0xff : i % 11 == 0 ? '\n' : 'a' + i % 26);
+    prof_log_value(buf, sizeof buf, "PROF_CUPTI_LIB", big);
+    n = strlen(buf);
+    CHECK_MSG(strncmp(buf, "PROF_CUPTI_LIB=\"", 16) == 0 && buf[n - 1] == '"', "%s", buf);
+    CHECK_MSG(n - 17 <= PROF_LOG_VALUE_MAX && strstr(buf, "...") != NULL, "%zu: %s", n, buf);
+    prof_log_value(buf, sizeof buf, "PROF", "maybe");
+    CHECK(strcmp(buf, "PROF=\"maybe\"") == 0);
+    CHECK(strcmp(prof_log_dlerror(r, sizeof r, "/x/libz.so", "/x/libz.so: cannot open shared "
+                                  "object file"), "cannot open shared object file") == 0);
+    CHECK(strcmp(prof_log_dlerror(r, sizeof r, "libz.so", "other: bad ELF"), "other: bad ELF") == 0);
+    CHECK(strcmp(prof_log_dlerror(r, sizeof r, "libz.so", NULL), "cannot load it") == 0);
+    prof_log_dlerror(r, sizeof r, big, big);
+    CHECK(strlen(r) <= PROF_LOG_VALUE_MAX);
+}
+
 int main(void)
 {
+    test_value();
     test_quote();
     prof_set_logger(logger, NULL);
     test_parsers();

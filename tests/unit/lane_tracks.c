@@ -6,7 +6,9 @@
  *   (an asyncio task's lane, as the Python binding records it) and one in
  *   its own nesting. A lane's track id used to be the thread's index
  *   masked to 14 bits: from the 16,385th thread on, lanes were drawn on
- *   earlier threads' tracks. */
+ *   earlier threads' tracks. Each thread's name puts a 2-byte UTF-8
+ *   character across its 60th byte, where a lane's track name cuts the
+ *   thread's name: the cut must not split it. */
 #include <prof.h>
 
 #include <pthread.h>
@@ -16,6 +18,8 @@
 
 static void *one(void *arg)
 {
+    /* 59 bytes, then U+00E9 in bytes 60-61. */
+    prof_thread_name("wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww\xc3\xa9x");
     prof_zone z = prof_zone_begin("task");
 
     (void)arg;

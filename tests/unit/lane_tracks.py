@@ -33,8 +33,10 @@ def main():
         path = os.path.join(d, "t.json")
         env = dict(os.environ, PROF_TRACE=path, PROF_SUMMARY="off")
         subprocess.run([exe, str(n)], env=env, check=True, timeout=600)
-        tasks, own = [], []
+        tasks, own, names = [], [], set()
         for e in tc.check_trace(path, expect_stages=("task", "own")):
+            if e.get("ph") == "M" and e.get("name") == "thread_name":
+                names.add(e["args"]["name"])
             if e.get("ph") != "X":
                 continue
             if e["name"] == "task":
@@ -51,6 +53,11 @@ def main():
         sys.exit(f"{len(own)} threads' own zones, {shared} on a track another thread had")
     if set(own) & set(tasks):
         sys.exit("a lane's track is also a thread's")
+    # The lane tracks' names: the thread's name cut at 60 bytes, at the end
+    # of a character (a split one reads as U+FFFD), then " task 1".
+    lanes = {x for x in names if x.endswith(" task 1")}
+    if lanes != {"w" * 59 + " task 1"}:
+        sys.exit(f"lane track names: {sorted(lanes)[:3]}")
     print(f"ok: {n} lanes on {len(set(tasks))} tracks")
 
 
