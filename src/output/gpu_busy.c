@@ -1,16 +1,15 @@
-/* gpu_busy.c - how busy each GPU was, and what it waited for.
+/* gpu_busy.c - how busy each GPU was: its devices' and streams' tracks.
  *
  * Design
  * ------
  * A sink (sink.h). Every completed GPU zone (cuda_poll.c, placed on the CPU
  * clock) adds its span to two tracks: its device's and its stream's. A
- * track keeps the union of the spans as sorted, disjoint spans in a
- * bounded array (GPU_SPANS); when it fills, spans closer than a gap that
- * doubles each time (1 us, 2 us, ...) are merged, so the busy time can only
- * be overstated, by at most the gaps filled (the JSON says the largest:
- * "merged_gap_ns"). A window's busy share is the union's length inside the
- * window over its wall time; the run's adds up the closed windows'.
- * Spans older than the window and the last trace bin are dropped.
+ * track keeps the union of the spans (gpu_spans.c), bounded, merging by a
+ * doubling gap when full, so the busy time can only be overstated, by at
+ * most the gaps filled (the JSON says the largest: "merged_gap_ns"). A
+ * window's busy share is the union's length inside the window over its
+ * wall time; the run's adds up the closed windows'. Spans older than the
+ * window and the last trace bin are dropped.
  *
  * GPU zones arrive when the collector sees their end event complete, tens
  * of ms after the work, so a summary counts the work that completed and was
@@ -18,21 +17,16 @@
  * the next window. Trace bins (100 ms) and the metric are written
  * GPU_BIN_LAG_NS after their end, when their zones have arrived.
  *
- * The bottleneck check (the ML profiling checklist's first question: under
- * 85% busy, what did the GPU wait for?). A thread whose CUDA zone the
- * drain takes is a launcher of its device (prof_gpu_launcher). Its CPU
- * zones are held (GPU_CPU_ZONES at most;
- * when full the older half is settled early) until a summary, when the
- * GPU's spans of their time have arrived; then each zone's overlap with the
- * device's idle time (the window less the busy union), less its children's
- * (they ended before it, per thread, as in selftime.c), is added to its
- * stage: the stage a launcher was in, itself, while the GPU had nothing to
- * do. The summary names the stage with the largest share of the idle time.
+ * The bottleneck check's idle attribution (which CPU stage the GPU waited
+ * for) is gpu_idle.c's, settled on these tracks. This file computes the
+ * figures (prof_gpu_figures_get, prof_gpu_live_locked, the published busy
+ * ratio); gpu_format.c writes them as text, JSON and metric lines.
  *
  * Threads: every hook runs with the runtime lock held (one thread at a
  * time); the metric is published under pub_lock for the metrics thread. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +34,9 @@
 #include "cuda.h"
 #include "env.h"
 #include "gpu_busy.h"
-#include "json.h"
-#include "log.h"
+#include "gpu_idle.h"
+#include "gpu_spans.h"
+#include "gpu_track.h"
 #include "nvml.h"
 #include "process.h"
 #include "registry.h"
@@ -50,66 +45,11 @@
 #include "stats.h"
 #include "trace.h"
 
-#define GPU_TRACKS 64               /* devices and streams followed */
-#define GPU_SPANS 4096              /* merged busy spans kept per track */
-#define GPU_GAP_FIRST_NS 1000u      /* the first merge when a track is full */
 #define GPU_BIN_NS 100000000ull     /* trace counter and metric bins: 100 ms */
 #define GPU_BIN_LAG_NS 300000000ull /* written this long after their end */
-#define GPU_BINS_METRIC 10          /* the metric: the last second */
-#define GPU_CPU_ZONES 16384         /* launchers' CPU zones held until a summary */
-#define GPU_STAGES 16               /* stages named per device in the check */
-#define GPU_DEPTH 64                /* deeper CPU zones are left out of the check */
 #define GPU_CHECK_BELOW 0.85        /* the checklist: above it, GPU-bound */
 
-struct span {
-    uint64_t a, b;
-};
-
-struct idle_stage {
-    struct prof_stage *stage;
-    uint64_t ns;
-};
-
-/* Where the launchers were while the GPU was idle. */
-struct idle {
-    struct idle_stage st[GPU_STAGES];
-    uint64_t other_ns;              /* stages beyond GPU_STAGES */
-};
-
-struct track {
-    int device;
-    int stream_no;                  /* -1: the device; else as the trace numbers it */
-    uint64_t stream;
-    struct span *s;
-    unsigned n, cap;
-    uint64_t gap;                   /* spans closer than this are merged (0: exact) */
-    uint64_t gap_win, gap_run;      /* the largest merged in the window, run */
-    uint64_t run_busy_ns;           /* busy in closed windows */
-    /* Device tracks only. */
-    uint64_t bin_at;                /* the next trace bin's start */
-    double bins[GPU_BINS_METRIC];
-    unsigned nbins;
-    struct idle idle_win, idle_run;
-};
-
-/* A launcher thread's state (its side state, PROF_SIDE_GPU). */
-struct gthread {
-    int device;                     /* of its first CUDA zone */
-    int track;                      /* its device's track; -1 until its first GPU zone */
-    uint64_t child[GPU_DEPTH + 1];  /* children's idle overlap, per depth */
-    struct gthread *next;           /* in gthreads */
-};
-
-struct held {
-    struct gthread *g;
-    struct prof_stage *stage;
-    uint64_t a, b;
-    uint32_t depth;
-};
-
 /* ---- GPU sides lost, per stage ---- */
-
-#define GPU_LOST_STAGES 16
 
 struct lost_stage {
     struct prof_stage *stage;
@@ -120,128 +60,15 @@ struct lost_stage {
 static struct lost_stage lost_tab[GPU_LOST_STAGES];
 static uint64_t lost_other_win, lost_other_run;
 
-static struct track tracks[GPU_TRACKS];
+static struct prof_gpu_track tracks[GPU_TRACKS];
 static int ntracks, nstreams;
-static struct held *held;
-static int launchers;                /* a thread has a gthread (sink_active) */
-/* Every gthread, so that one whose thread is still alive at exit is held
- * from memory LeakSanitizer reads: thread slots are mapped pages. */
-static struct gthread *gthreads;
-static size_t nheld;
 static uint64_t win_lo;             /* the current window's start, as last seen */
 static uint64_t run_lo;             /* prof_rt.start_ns, as last seen (a reset moves it on) */
 
 static int owner_pid;               /* the process whose GPU zones these are */
 static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    int device;
-    double busy;
-} pub[GPU_TRACKS];
+static struct prof_gpu_busy_pub pub[GPU_TRACKS];
 static int npub;
-
-/* ---- spans ---- */
-
-/* The first span that ends at or after t. */
-static unsigned first_ending_after(const struct track *k, uint64_t t)
-{
-    unsigned lo = 0, hi = k->n;
-
-    while (lo < hi) {
-        unsigned mid = (lo + hi) / 2;
-
-        if (k->s[mid].b < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static void coarsen(struct track *k)
-{
-    while (k->n > k->cap * 3 / 4) {
-        unsigned i, o = 0;
-
-        k->gap = k->gap ? k->gap * 2 : GPU_GAP_FIRST_NS;
-        for (i = 1; i < k->n; i++) {
-            if (k->s[i].a - k->s[o].b <= k->gap) {
-                if (k->s[i].a - k->s[o].b > k->gap_win)
-                    k->gap_win = k->s[i].a - k->s[o].b;
-                if (k->s[i].b > k->s[o].b)
-                    k->s[o].b = k->s[i].b;
-            } else {
-                k->s[++o] = k->s[i];
-            }
-        }
-        k->n = o + 1;
-    }
-}
-
-static void span_add(struct track *k, uint64_t a, uint64_t b)
-{
-    unsigned lo, hi;
-
-    if (b <= a)
-        return;
-    if (k->n == k->cap) {
-        unsigned cap = k->cap ? k->cap * 2 : 64;
-        struct span *s;
-
-        if (cap > GPU_SPANS)
-            coarsen(k);
-        else if ((s = realloc(k->s, cap * sizeof *s)) != NULL)
-            k->s = s, k->cap = cap;
-        else if (k->cap == 0)
-            return;
-        else
-            coarsen(k);
-    }
-    /* Spans touching [a - gap, b + gap] merge with it. */
-    lo = first_ending_after(k, a > k->gap ? a - k->gap : 0);
-    for (hi = lo; hi < k->n && k->s[hi].a <= b + k->gap; hi++)
-        ;
-    if (lo == hi) {
-        memmove(&k->s[lo + 1], &k->s[lo], (k->n - lo) * sizeof *k->s);
-        k->s[lo].a = a;
-        k->s[lo].b = b;
-        k->n++;
-        return;
-    }
-    if (k->s[lo].a < a)
-        a = k->s[lo].a;
-    if (k->s[hi - 1].b > b)
-        b = k->s[hi - 1].b;
-    k->s[lo].a = a;
-    k->s[lo].b = b;
-    memmove(&k->s[lo + 1], &k->s[hi], (k->n - hi) * sizeof *k->s);
-    k->n -= hi - lo - 1;
-}
-
-/* Busy time of the track inside [lo, hi). */
-static uint64_t busy(const struct track *k, uint64_t lo, uint64_t hi)
-{
-    uint64_t sum = 0;
-    unsigned i;
-
-    for (i = first_ending_after(k, lo + 1); i < k->n && k->s[i].a < hi; i++) {
-        uint64_t a = k->s[i].a > lo ? k->s[i].a : lo;
-        uint64_t b = k->s[i].b < hi ? k->s[i].b : hi;
-
-        if (b > a)
-            sum += b - a;
-    }
-    return sum;
-}
-
-static void drop_before(struct track *k, uint64_t t)
-{
-    unsigned i = first_ending_after(k, t);
-
-    if (i > 0) {
-        memmove(&k->s[0], &k->s[i], (k->n - i) * sizeof *k->s);
-        k->n -= i;
-    }
-}
 
 /* ---- tracks ---- */
 
@@ -262,86 +89,6 @@ static int track_of(int device, int is_stream, uint64_t stream)
     return ntracks++;
 }
 
-static int track_find(int device)
-{
-    int i;
-
-    for (i = 0; i < ntracks; i++)
-        if (tracks[i].device == device && tracks[i].stream_no < 0)
-            return i;
-    return -1;
-}
-
-/* ---- the check's idle attribution ---- */
-
-static void idle_add(struct idle *d, struct prof_stage *s, uint64_t ns)
-{
-    int i;
-
-    if (ns == 0)
-        return;
-    for (i = 0; i < GPU_STAGES && d->st[i].stage != NULL; i++) {
-        if (d->st[i].stage == s) {
-            d->st[i].ns += ns;
-            return;
-        }
-    }
-    if (i == GPU_STAGES) {
-        d->other_ns += ns;
-        return;
-    }
-    d->st[i].stage = s;
-    d->st[i].ns = ns;
-}
-
-static void idle_merge(struct idle *into, const struct idle *from)
-{
-    int i;
-
-    for (i = 0; i < GPU_STAGES && from->st[i].stage != NULL; i++)
-        idle_add(into, from->st[i].stage, from->st[i].ns);
-    into->other_ns += from->other_ns;
-}
-
-/* The stage with the most idle time, and that time. */
-static const struct idle_stage *idle_top(const struct idle *d)
-{
-    const struct idle_stage *top = NULL;
-    int i;
-
-    for (i = 0; i < GPU_STAGES && d->st[i].stage != NULL; i++)
-        if (top == NULL || d->st[i].ns > top->ns)
-            top = &d->st[i];
-    return top;
-}
-
-/* Attribute the first n held CPU zones (see the design notes). */
-static void settle(size_t n)
-{
-    size_t i;
-
-    if (n == 0)
-        return;
-    for (i = 0; i < n; i++) {
-        const struct held *h = &held[i];
-        struct gthread *g = h->g;
-        struct track *k;
-        uint64_t a = h->a > win_lo ? h->a : win_lo, b = h->b, ov = 0, self;
-
-        if (g->track >= ntracks || (g->track < 0 && (g->track = track_find(g->device)) < 0))
-            continue;           /* no GPU zone of its device has completed */
-        k = &tracks[g->track];
-        if (b > a)
-            ov = (b - a) - busy(k, a, b);
-        self = ov > g->child[h->depth + 1] ? ov - g->child[h->depth + 1] : 0;
-        g->child[h->depth + 1] = 0;
-        g->child[h->depth] += ov;
-        idle_add(&k->idle_win, h->stage, self);
-    }
-    memmove(held, held + n, (nheld - n) * sizeof *held);
-    nheld -= n;
-}
-
 /* ---- the sink ---- */
 
 /* In a forked child (its CUDA zones time the CPU side only): nothing of
@@ -355,10 +102,10 @@ static void forked_check(void)
         return;
     if (owner_pid != 0) {
         for (k = 0; k < ntracks; k++)
-            free(tracks[k].s);
+            free(tracks[k].sp.s);
         memset(tracks, 0, sizeof tracks);
         ntracks = nstreams = 0;
-        nheld = 0;
+        prof_gpu_idle_drop_held();
         win_lo = run_lo = 0;
         memset(lost_tab, 0, sizeof lost_tab);
         lost_other_win = lost_other_run = 0;
@@ -390,14 +137,14 @@ static void add_spans(int device, uint64_t stream, uint64_t start_ns, uint64_t e
     s = track_of(device, 1, stream);
 
     if (d >= 0) {
-        span_add(&tracks[d], start_ns, end_ns);
+        prof_spans_add(&tracks[d].sp, start_ns, end_ns);
         if (tracks[d].bin_at == 0) {
             tracks[d].bin_at = start_ns - start_ns % GPU_BIN_NS;
             prof_nvml_note_device(device);
         }
     }
     if (s >= 0)
-        span_add(&tracks[s], start_ns, end_ns);
+        prof_spans_add(&tracks[s].sp, start_ns, end_ns);
 }
 
 static void sink_gpu_kernel(struct prof_stage *gpu, int device, uint64_t stream,
@@ -427,136 +174,34 @@ void prof_gpu_lost(const char *raw_name, int cause)
     lost_tab[i].cause = cause;
 }
 
-static void lost_text(struct prof_buf *b, int window)
-{
-    uint64_t other = window ? lost_other_win : lost_other_run;
-    int i, n = 0;
-
-    for (i = 0; i < GPU_LOST_STAGES && lost_tab[i].stage != NULL; i++) {
-        uint64_t c = window ? lost_tab[i].win : lost_tab[i].run;
-
-        if (c == 0)
-            continue;
-        prof_buf_printf(b, "%s %s %llu (%s)", n++ ? "," : "GPU sides lost:",
-                        lost_tab[i].stage->name, (unsigned long long)c,
-                        prof_cuda_lost_cause_name(lost_tab[i].cause));
-    }
-    if (other)
-        prof_buf_printf(b, "%s other stages %llu", n++ ? "," : "GPU sides lost:",
-                        (unsigned long long)other);
-    if (n)
-        prof_buf_puts(b, "\n");
-}
-
-static void lost_json(struct prof_buf *b, int window)
-{
-    int i, n = 0;
-
-    prof_buf_puts(b, ",\"gpu_lost\":[");
-    for (i = 0; i < GPU_LOST_STAGES && lost_tab[i].stage != NULL; i++) {
-        uint64_t c = window ? lost_tab[i].win : lost_tab[i].run;
-
-        if (c == 0)
-            continue;
-        prof_buf_puts(b, n++ ? ",{\"stage\":" : "{\"stage\":");
-        prof_buf_json_string(b, lost_tab[i].stage->name);
-        prof_buf_printf(b, ",\"count\":%llu,\"cause\":", (unsigned long long)c);
-        prof_buf_json_string(b, prof_cuda_lost_cause_name(lost_tab[i].cause));
-        prof_buf_puts(b, "}");
-    }
-    prof_buf_printf(b, "],\"gpu_lost_other\":%llu",
-                    (unsigned long long)(window ? lost_other_win : lost_other_run));
-}
-
 void prof_gpu_launcher(struct prof_thread *t, const char *raw_name, int device)
 {
-    struct gthread *g;
-
     forked_check();
 
     if (device <= -2) {
         prof_gpu_lost(raw_name, -2 - device);
         return;
     }
-    if (t->side[PROF_SIDE_GPU] != NULL || prof_config_get()->gpu_check_off ||
-        (g = calloc(1, sizeof *g)) == NULL)
-        return;
-    g->device = device;
-    g->track = -1;
-    g->next = gthreads;
-    gthreads = g;
-    t->side[PROF_SIDE_GPU] = g;
-    launchers = 1;
-}
-
-/* Until a thread has launched GPU work, no CPU zone is held: the drain
- * then converts no zone's start for this sink (sink.h's active). */
-static int sink_active(void)
-{
-    return launchers;
+    prof_gpu_idle_launcher(t, device);
 }
 
 static void sink_zone(const struct prof_event *e)
 {
-    struct gthread *g;
-
-    /* Two loads for a thread that launches no GPU work. */
-    if (e->thread == NULL || (g = e->thread->side[PROF_SIDE_GPU]) == NULL || e->stage == NULL ||
-        e->lane != 0 || e->depth >= GPU_DEPTH)
-        return;
-    if (held == NULL && (held = malloc(GPU_CPU_ZONES * sizeof *held)) == NULL)
-        return;
-    if (nheld == GPU_CPU_ZONES)
-        settle(GPU_CPU_ZONES / 2);
-    held[nheld].g = g;
-    held[nheld].stage = e->stage;
-    held[nheld].a = e->start_ns;
-    held[nheld].b = e->start_ns + e->dur_ns;
-    held[nheld].depth = e->depth;
-    nheld++;
+    prof_gpu_idle_zone(e, tracks, ntracks, win_lo);
 }
 
 static void sink_thread_gone(struct prof_thread *t)
 {
-    struct gthread *g = t->side[PROF_SIDE_GPU];
-
-    if (g == NULL)
-        return;
-    /* Its held zones are settled now, on what has arrived. */
-    settle(nheld);
-    for (struct gthread **p = &gthreads; *p != NULL; p = &(*p)->next)
-        if (*p == g) {
-            *p = g->next;
-            break;
-        }
-    free(g);
-    t->side[PROF_SIDE_GPU] = NULL;
-}
-
-static void stage_forget(struct idle *d, const struct prof_stage *s)
-{
-    int i, j;
-
-    for (i = 0; i < GPU_STAGES && d->st[i].stage != NULL; i++) {
-        if (d->st[i].stage == s) {
-            d->other_ns += d->st[i].ns;
-            for (j = i; j + 1 < GPU_STAGES; j++)
-                d->st[j] = d->st[j + 1];
-            d->st[GPU_STAGES - 1].stage = NULL;
-            d->st[GPU_STAGES - 1].ns = 0;
-            return;
-        }
-    }
+    prof_gpu_idle_thread_gone(t, tracks, ntracks, win_lo);
 }
 
 static void sink_stage_gone(struct prof_stage *s)
 {
-    size_t i, o = 0;
     int k;
 
     for (k = 0; k < ntracks; k++) {
-        stage_forget(&tracks[k].idle_win, s);
-        stage_forget(&tracks[k].idle_run, s);
+        prof_gpu_idle_forget(&tracks[k].idle_win, s);
+        prof_gpu_idle_forget(&tracks[k].idle_run, s);
     }
     for (k = 0; k < GPU_LOST_STAGES && lost_tab[k].stage != NULL; k++) {
         if (lost_tab[k].stage == s) {
@@ -568,10 +213,7 @@ static void sink_stage_gone(struct prof_stage *s)
             break;
         }
     }
-    for (i = 0; i < nheld; i++)
-        if (held[i].stage != s)
-            held[o++] = held[i];
-    nheld = o;
+    prof_gpu_idle_stage_gone(s);
 }
 
 static void publish(void)
@@ -581,7 +223,7 @@ static void publish(void)
     pthread_mutex_lock(&pub_lock);
     npub = 0;
     for (k = 0; k < ntracks; k++) {
-        const struct track *t = &tracks[k];
+        const struct prof_gpu_track *t = &tracks[k];
         double sum = 0;
         unsigned i;
 
@@ -602,13 +244,14 @@ static void bins_write(uint64_t until)
     int k, binned = 0;
 
     for (k = 0; k < ntracks; k++) {
-        struct track *t = &tracks[k];
+        struct prof_gpu_track *t = &tracks[k];
         char name[48];
 
         if (t->stream_no >= 0)
             continue;
         while (t->bin_at != 0 && t->bin_at + GPU_BIN_NS <= until) {
-            double v = (double)busy(t, t->bin_at, t->bin_at + GPU_BIN_NS) / (double)GPU_BIN_NS;
+            double v = (double)prof_spans_busy(&t->sp, t->bin_at, t->bin_at + GPU_BIN_NS) /
+                       (double)GPU_BIN_NS;
 
             snprintf(name, sizeof name, "GPU %d busy %%", t->device);
             prof_trace_counter(NULL, name, t->bin_at, v * 100.0);
@@ -640,7 +283,7 @@ static void sink_pass_end(uint64_t now)
             memset(&tracks[k].idle_run, 0, sizeof tracks[k].idle_run);
             memset(&tracks[k].idle_win, 0, sizeof tracks[k].idle_win);
         }
-        nheld = 0;
+        prof_gpu_idle_drop_held();
         win_lo = prof_rt.window_start_ns;
         prof_nvml_run_reset();
         memset(lost_tab, 0, sizeof lost_tab);
@@ -660,7 +303,7 @@ static void sink_tick(uint64_t now)
 
 const struct prof_sink prof_gpu_busy_sink = {
     .name = "gpu",
-    .active = sink_active,
+    .active = prof_gpu_idle_active,
     .tick = sink_tick,
     .zone = sink_zone,
     .gpu_zone = sink_gpu_zone,
@@ -684,37 +327,38 @@ void prof_gpu_window_close(void)
     lost_other_win = 0;
     if (ntracks == 0)
         return;
-    settle(nheld);
+    prof_gpu_idle_settle(tracks, ntracks, win_lo);
     for (k = 0; k < ntracks; k++) {
-        struct track *t = &tracks[k];
+        struct prof_gpu_track *t = &tracks[k];
         uint64_t keep = hi;
 
         if (hi > lo)
-            t->run_busy_ns += busy(t, lo, hi);
-        if (t->gap_win > t->gap_run)
-            t->gap_run = t->gap_win;
-        t->gap_win = 0;
-        t->gap = 0;
-        idle_merge(&t->idle_run, &t->idle_win);
+            t->run_busy_ns += prof_spans_busy(&t->sp, lo, hi);
+        if (t->sp.gap_win > t->gap_run)
+            t->gap_run = t->sp.gap_win;
+        t->sp.gap_win = 0;
+        t->sp.gap = 0;
+        prof_gpu_idle_merge(&t->idle_run, &t->idle_win);
         memset(&t->idle_win, 0, sizeof t->idle_win);
         if (t->bin_at != 0 && t->bin_at < keep)
             keep = t->bin_at;
-        drop_before(t, keep);
+        prof_spans_drop_before(&t->sp, keep);
     }
     prof_nvml_window_close();
     win_lo = hi;
 }
 
-/* ---- the summary ---- */
+/* ---- the figures ---- */
 
 struct figures {
     double busy;                    /* share of the wall time */
     uint64_t busy_ns, wall_ns;
-    struct idle idle;               /* launchers' stages in the idle time */
+    struct prof_gpu_idle idle;      /* launchers' stages in the idle time */
     uint64_t gap_ns;
 };
 
-static void figures_of(const struct track *t, int window, uint64_t wall_ns, struct figures *f)
+static void figures_of(const struct prof_gpu_track *t, int window, uint64_t wall_ns,
+                       struct figures *f)
 {
     uint64_t lo = window ? prof_rt.window_start_ns : prof_rt.start_ns, hi = lo + wall_ns;
     uint64_t wlo = win_lo != 0 && win_lo < hi ? win_lo : prof_rt.window_start_ns;
@@ -724,14 +368,15 @@ static void figures_of(const struct track *t, int window, uint64_t wall_ns, stru
 
     memset(f, 0, sizeof *f);
     f->wall_ns = wall_ns;
-    f->busy_ns = window ? busy(t, lo, hi) : t->run_busy_ns + busy(t, wlo, hi);
+    f->busy_ns = window ? prof_spans_busy(&t->sp, lo, hi)
+                        : t->run_busy_ns + prof_spans_busy(&t->sp, wlo, hi);
     if (f->busy_ns > wall_ns)
         f->busy_ns = wall_ns;
     f->busy = wall_ns ? (double)f->busy_ns / (double)wall_ns : 0;
     f->idle = t->idle_win;
     if (!window)
-        idle_merge(&f->idle, &t->idle_run);
-    f->gap_ns = t->gap_win > t->gap_run || window ? t->gap_win : t->gap_run;
+        prof_gpu_idle_merge(&f->idle, &t->idle_run);
+    f->gap_ns = t->sp.gap_win > t->gap_run || window ? t->sp.gap_win : t->gap_run;
 }
 
 static const char *band_of(double u, const char **cause)
@@ -748,11 +393,6 @@ static const char *band_of(double u, const char **cause)
     return "60-85%";
 }
 
-static int pct(double v)
-{
-    return (int)(v * 100.0 + 0.5);
-}
-
 /* What the summary says of one device, in text or JSON: the zones' busy
  * share, NVML's figures, and the check where the utilization (NVML's
  * where there, else the zones') is under GPU_CHECK_BELOW. */
@@ -763,11 +403,11 @@ struct device_view {
     double util;
     int check;
     const char *band, *cause;
-    const struct idle_stage *top;   /* the stage to name; NULL: none */
+    const struct prof_gpu_idle_stage *top;  /* the stage to name; NULL: none */
     double top_share;               /* its share of the idle time */
 };
 
-static void device_view(const struct track *t, int window, uint64_t wall_ns,
+static void device_view(const struct prof_gpu_track *t, int window, uint64_t wall_ns,
                         struct device_view *v)
 {
     uint64_t idle_ns;
@@ -781,7 +421,7 @@ static void device_view(const struct track *t, int window, uint64_t wall_ns,
         return;
     v->band = band_of(v->util, &v->cause);
     idle_ns = v->f.wall_ns - v->f.busy_ns;
-    v->top = idle_ns > 0 ? idle_top(&v->f.idle) : NULL;
+    v->top = idle_ns > 0 ? prof_gpu_idle_top(&v->f.idle) : NULL;
     if (v->top != NULL)
         v->top_share = v->top->ns > idle_ns ? 1.0 : (double)v->top->ns / (double)idle_ns;
 }
@@ -792,121 +432,6 @@ static int stream_next(int device, int j)
     while (j < ntracks && (tracks[j].stream_no < 0 || tracks[j].device != device))
         j++;
     return j;
-}
-
-void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
-{
-    int k, j;
-
-    forked_check();
-
-    settle(nheld);
-    /* The whole run's (at exit, or asked for): the trace gets its last
-     * bins now, on what has arrived. */
-    if (!window)
-        bins_write(prof_rt.start_ns + wall_ns);
-    for (k = 0; k < ntracks; k++) {
-        const struct track *t = &tracks[k];
-        struct device_view v;
-        int nstr = 0;
-
-        if (t->stream_no >= 0)
-            continue;
-        device_view(t, window, wall_ns, &v);
-        prof_buf_printf(b, "GPU %d busy %d%%", t->device, pct(v.f.busy));
-        if (v.have_nv)
-            prof_buf_printf(b, " (nvidia-smi %d%%)", pct(v.nv.util));
-        prof_buf_printf(b, ", idle %d%% of the %s", 100 - pct(v.f.busy),
-                        window ? "window" : "run");
-        if (v.check) {
-            if (v.top != NULL)
-                prof_buf_printf(b, ": %d%% of it in %s", pct(v.top_share), v.top->stage->name);
-            prof_buf_printf(b, "; %s: %s", v.band, v.cause);
-        }
-        for (j = stream_next(t->device, 0); j < ntracks; j = stream_next(t->device, j + 1)) {
-            struct figures fs;
-
-            figures_of(&tracks[j], window, wall_ns, &fs);
-            prof_buf_printf(b, "%s %d %d%%", nstr++ ? "," : "; streams", tracks[j].stream_no,
-                            pct(fs.busy));
-        }
-        if (v.have_nv)
-            prof_buf_printf(b, "; memory %llu MiB, %d W, SM %u MHz",
-                            (unsigned long long)(v.nv.mem_used / (1024 * 1024)),
-                            (int)(v.nv.power_w + 0.5), v.nv.sm_mhz);
-        prof_buf_puts(b, "\n");
-    }
-    lost_text(b, window);
-}
-
-void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
-{
-    int k, j, n = 0;
-
-    forked_check();
-
-    settle(nheld);
-    prof_buf_puts(b, ",\"gpus\":[");
-    for (k = 0; k < ntracks; k++) {
-        const struct track *t = &tracks[k];
-        struct device_view v;
-        int ns = 0;
-
-        if (t->stream_no >= 0)
-            continue;
-        device_view(t, window, wall_ns, &v);
-        prof_buf_printf(b, "%s{\"device\":%d,\"busy\":", n++ ? "," : "", t->device);
-        prof_buf_double(b, v.f.busy);
-        prof_buf_printf(b, ",\"busy_ns\":%llu,\"wall_ns\":%llu,\"merged_gap_ns\":%llu,"
-                           "\"streams\":[", (unsigned long long)v.f.busy_ns,
-                        (unsigned long long)v.f.wall_ns, (unsigned long long)v.f.gap_ns);
-        for (j = stream_next(t->device, 0); j < ntracks; j = stream_next(t->device, j + 1)) {
-            struct figures fs;
-
-            figures_of(&tracks[j], window, wall_ns, &fs);
-            prof_buf_printf(b, "%s{\"stream\":%d,\"busy\":", ns++ ? "," : "", tracks[j].stream_no);
-            prof_buf_double(b, fs.busy);
-            prof_buf_puts(b, "}");
-        }
-        prof_buf_puts(b, "],\"nvml\":");
-        if (v.have_nv) {
-            prof_buf_puts(b, "{\"utilization\":");
-            prof_buf_double(b, v.nv.util);
-            prof_buf_printf(b, ",\"memory_used_bytes\":%llu,\"power_w\":",
-                            (unsigned long long)v.nv.mem_used);
-            prof_buf_double(b, v.nv.power_w);
-            prof_buf_printf(b, ",\"sm_clock_mhz\":%u,\"samples\":%llu}", v.nv.sm_mhz,
-                            (unsigned long long)v.nv.samples);
-        } else {
-            prof_buf_puts(b, "null");
-        }
-        prof_buf_puts(b, ",\"check\":");
-        if (v.check) {
-            prof_buf_puts(b, "{\"band\":");
-            prof_buf_json_string(b, v.band);
-            prof_buf_puts(b, ",\"cause\":");
-            prof_buf_json_string(b, v.cause);
-            prof_buf_printf(b, ",\"utilization_source\":\"%s\",\"utilization\":",
-                            v.have_nv ? "nvml" : "zones");
-            prof_buf_double(b, v.util);
-            prof_buf_puts(b, ",\"idle\":");
-            prof_buf_double(b, 1.0 - v.f.busy);
-            prof_buf_puts(b, ",\"stage\":");
-            if (v.top != NULL) {
-                prof_buf_json_string(b, v.top->stage->name);
-                prof_buf_puts(b, ",\"stage_share\":");
-                prof_buf_double(b, v.top_share);
-            } else {
-                prof_buf_puts(b, "null,\"stage_share\":null");
-            }
-            prof_buf_puts(b, "}");
-        } else {
-            prof_buf_puts(b, "null");
-        }
-        prof_buf_puts(b, "}");
-    }
-    prof_buf_puts(b, "]");
-    lost_json(b, window);
 }
 
 /* The live view's figures: the summary's busy shares and NVML's
@@ -921,7 +446,7 @@ int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, ui
     forked_check();
 
     for (k = 0; k < ntracks && n < max; k++) {
-        const struct track *t = &tracks[k];
+        const struct prof_gpu_track *t = &tracks[k];
         struct prof_nvml_figures nv;
         struct figures f;
 
@@ -946,20 +471,76 @@ int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, ui
     return n;
 }
 
-void prof_gpu_metrics(struct prof_buf *b, int rank)
+void prof_gpu_figures_get(struct prof_gpu_figures *out, int window, uint64_t wall_ns)
 {
-    int i;
+    int k, j, i;
+
+    forked_check();
+
+    prof_gpu_idle_settle(tracks, ntracks, win_lo);
+    out->window = window;
+    out->ndevices = out->nstreams = out->nlost = 0;
+    for (k = 0; k < ntracks; k++) {
+        const struct prof_gpu_track *t = &tracks[k];
+        struct prof_gpu_device_figures *d = &out->dev[out->ndevices++];
+        struct device_view v;
+
+        if (t->stream_no >= 0) {
+            out->ndevices--;
+            continue;
+        }
+        device_view(t, window, wall_ns, &v);
+        d->device = t->device;
+        d->busy = v.f.busy;
+        d->busy_ns = v.f.busy_ns;
+        d->wall_ns = v.f.wall_ns;
+        d->gap_ns = v.f.gap_ns;
+        d->have_nv = v.have_nv;
+        d->nv = v.nv;
+        d->util = v.util;
+        d->check = v.check;
+        d->band = v.band;
+        d->cause = v.cause;
+        d->top_stage = v.top != NULL ? v.top->stage->name : NULL;
+        d->top_share = v.top_share;
+        d->first_stream = out->nstreams;
+        for (j = stream_next(t->device, 0); j < ntracks; j = stream_next(t->device, j + 1)) {
+            struct figures fs;
+
+            figures_of(&tracks[j], window, wall_ns, &fs);
+            out->str[out->nstreams].stream_no = tracks[j].stream_no;
+            out->str[out->nstreams].busy = fs.busy;
+            out->nstreams++;
+        }
+        d->nstreams = out->nstreams - d->first_stream;
+    }
+    for (i = 0; i < GPU_LOST_STAGES && lost_tab[i].stage != NULL; i++) {
+        uint64_t c = window ? lost_tab[i].win : lost_tab[i].run;
+
+        if (c == 0)
+            continue;
+        out->lost[out->nlost].stage = lost_tab[i].stage->name;
+        out->lost[out->nlost].count = c;
+        out->lost[out->nlost].cause = prof_cuda_lost_cause_name(lost_tab[i].cause);
+        out->nlost++;
+    }
+    out->lost_other = window ? lost_other_win : lost_other_run;
+}
+
+void prof_gpu_bins_final(uint64_t wall_ns)
+{
+    forked_check();
+
+    bins_write(prof_rt.start_ns + wall_ns);
+}
+
+int prof_gpu_busy_published(struct prof_gpu_busy_pub *out, int max)
+{
+    int n;
 
     pthread_mutex_lock(&pub_lock);
-    if (npub > 0)
-        prof_buf_puts(b, "# HELP prof_gpu_busy_ratio Share of the last second during which "
-                         "the device ran GPU zones' work (union of their spans).\n"
-                         "# TYPE prof_gpu_busy_ratio gauge\n");
-    for (i = 0; i < npub; i++) {
-        prof_buf_printf(b, "prof_gpu_busy_ratio{device=\"%d\",rank=\"%d\"} ", pub[i].device, rank);
-        prof_buf_fixed(b, pub[i].busy, 4);
-        prof_buf_puts(b, "\n");
-    }
+    n = npub < max ? npub : max;
+    memcpy(out, pub, (size_t)n * sizeof *out);
     pthread_mutex_unlock(&pub_lock);
-    prof_nvml_metrics(b, rank);
+    return n;
 }

@@ -2,30 +2,82 @@
  *
  * A sink (prof_gpu_busy_sink): from the completed GPU zones, per device and per
  * stream, the share of a window during which a zone's work was on the GPU
- * (the union of their spans); from the CPU zones of the threads that
- * launched GPU work, the stage those threads were in while the GPU was
- * idle (the ML profiling checklist's bottleneck check). Collector side:
- * every call with the runtime lock held, except prof_gpu_metrics. */
+ * (the union of their spans, gpu_spans.c); from the CPU zones of the
+ * threads that launched GPU work, the stage those threads were in while
+ * the GPU was idle (the ML profiling checklist's bottleneck check,
+ * gpu_idle.c). The figures are computed here once; gpu_format.c writes
+ * them. Collector side: every call with the runtime lock held, except
+ * prof_gpu_busy_published. */
 #ifndef PROF_GPU_BUSY_H
 #define PROF_GPU_BUSY_H
 
 #include <stdint.h>
 
-#include "json.h"
+#include "nvml.h"
 #include "sink.h"
 
 struct prof_thread;
 
+#define GPU_TRACKS 64               /* devices and streams followed */
+#define GPU_LOST_STAGES 16          /* stages whose lost GPU sides are named */
+
 extern const struct prof_sink prof_gpu_busy_sink;
 
-/* The summary's lines, one per device that ran GPU zones, under the
- * header: its busy share (and its streams'), NVML's figures where there
- * are some, and the bottleneck line under 85%. window: the current
- * window's, else the whole run's; wall_ns: the summary's wall time. */
-void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns);
+/* A summary's GPU figures (prof_gpu_figures_get). */
+struct prof_gpu_stream_figures {
+    int stream_no;                  /* as the trace numbers it */
+    double busy;                    /* share of the wall time, 0-1 */
+};
 
-/* The same as the JSON member ,"gpus":[...] of a summary section. */
-void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns);
+struct prof_gpu_device_figures {
+    int device;
+    double busy;                    /* the zones' busy share of the wall time, 0-1 */
+    uint64_t busy_ns, wall_ns;
+    uint64_t gap_ns;                /* the largest gap merged into busy time */
+    int have_nv;                    /* nv holds NVML's figures */
+    struct prof_nvml_figures nv;
+    double util;                    /* NVML's utilization where there, else busy */
+    int check;                      /* the bottleneck check applies (util under 85%) */
+    const char *band, *cause;       /* the checklist's band and its usual cause */
+    const char *top_stage;          /* the stage launchers were in most while idle, or NULL */
+    double top_share;               /* its share of the idle time */
+    int first_stream, nstreams;     /* its streams in prof_gpu_figures.str */
+};
+
+struct prof_gpu_lost_figures {
+    const char *stage;
+    uint64_t count;
+    const char *cause;              /* prof_cuda_lost_cause_name of the last */
+};
+
+struct prof_gpu_figures {
+    int window;                     /* the current window's, else the run's */
+    int ndevices, nstreams, nlost;
+    struct prof_gpu_device_figures dev[GPU_TRACKS];
+    struct prof_gpu_stream_figures str[GPU_TRACKS];
+    struct prof_gpu_lost_figures lost[GPU_LOST_STAGES];   /* stages with a count */
+    uint64_t lost_other;            /* GPU sides lost of stages beyond these */
+};
+
+/* The devices that ran GPU zones, in the order they first did, with their
+ * streams, and the GPU sides lost per stage, over the current window
+ * (window != 0) or the whole run; wall_ns: the summary's wall time. The
+ * held CPU zones are settled first. Names point at interned stage names. */
+void prof_gpu_figures_get(struct prof_gpu_figures *out, int window, uint64_t wall_ns);
+
+/* The whole run's summary (at exit, or asked for): the trace gets the
+ * device tracks' last busy bins now, on what has arrived. */
+void prof_gpu_bins_final(uint64_t wall_ns);
+
+/* Each device's busy ratio over the last second, for the metrics thread. */
+struct prof_gpu_busy_pub {
+    int device;
+    double busy;
+};
+
+/* Copy the published ratios (at most max) into out; how many. Any thread:
+ * takes only this file's publication lock. */
+int prof_gpu_busy_published(struct prof_gpu_busy_pub *out, int max);
 
 /* The drain took a CUDA zone of thread t, called raw_name, whose GPU side
  * runs on device (prof_cuda_submit's answer): t launches GPU work, and its
@@ -55,10 +107,5 @@ struct prof_gpu_live {
  * run (run_ns), and NVML's utilization where it has samples. Lock held.
  * Returns how many (0 for a process with no GPU zone). */
 int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, uint64_t run_ns);
-
-/* Prometheus text for the metrics thread (metrics.c): each device's busy
- * ratio over the last second, NVML's gauges. Any thread; takes only this
- * file's own publication lock. rank: the process's (0 without one). */
-void prof_gpu_metrics(struct prof_buf *b, int rank);
 
 #endif

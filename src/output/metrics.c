@@ -31,7 +31,7 @@
 #include "prof.h"
 #include "env.h"
 #include "fdio.h"
-#include "gpu_busy.h"
+#include "gpu_format.h"
 #include "kstats.h"
 #include "json.h"
 #include "live.h"

@@ -9,7 +9,7 @@
 #include "prof.h"
 #include "clock.h"
 #include "env.h"
-#include "gpu_busy.h"
+#include "gpu_format.h"
 #include "kstats.h"
 #include "loss.h"
 #include "process.h"
