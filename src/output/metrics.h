@@ -1,16 +1,12 @@
-/* metrics.h - PROF_METRICS: the live table in Prometheus's text format,
- * served over HTTP (HOST:PORT) or written to a .prom file. */
+/* metrics.h - PROF_METRICS: the live table in Prometheus's text format
+ * (metrics_text.h), served over HTTP (HOST:PORT, metrics_http.h) or
+ * written to a .prom file (metrics_file.h). */
 #ifndef PROF_METRICS_H
 #define PROF_METRICS_H
 
 #include <stddef.h>
 
-#include "json.h"
-
 struct prof_live_snap;
-
-/* Format snap as Prometheus text (exposition format 0.0.4) into b. */
-void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *snap);
 
 /* Take a new snapshot into use: the server answers scrapes with it from
  * now on (started on the first call), or the .prom file is rewritten
