@@ -12,6 +12,7 @@
 #include "json.h"
 #include "log.h"
 #include "ranks.h"
+#include "ranks_table.h"
 #include "runtime.h"
 #include "stats.h"
 #include "summary_out.h"

@@ -25,25 +25,14 @@
  * The medians across ranks come from round 2's histograms:
  * RANKS_HIST_BUCKETS buckets spaced evenly in log(1 + ns) between the min
  * and max that round 1 found, so the error is relative to the spread of
- * the stage, not to a fixed range.
- *
- * The straggler (one definition, shared with tools/prof-merge): for each
- * stage, each rank's self time per step in the window (a rank that did not
- * run the stage counts 0, ranks with no window are left out); the straggler
- * is the (rank, stage) with the largest excess of that value over the
- * median across ranks (the ceil(N/2)-th smallest value), or, with exactly
- * two ranks, over the other rank's value. Self time, so that a parent is
- * not blamed for its slow child; the median, so that the time the other
- * ranks spend waiting for the straggler in a collective is the
- * majority's, not an outlier. The largest excess of a stage is always its
- * maximum's, so MAXLOC and the median suffice. */
+ * the stage, not to a fixed range. Turning the combined numbers into the
+ * table (medians, the straggler) and writing it is ranks_table.c's. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ranks.h"
-#include "summary.h"
 
 _Static_assert(sizeof(struct ranks_state) <= PROF_RANKS_STATE_SIZE, "PROF_RANKS_STATE_SIZE");
 
@@ -53,8 +42,6 @@ int prof_ranks_muted;
 #define VAL_MAX ((INT64_C(1) << 43) - 1)
 #define RANK_MASK ((INT64_C(1) << RANKS_RANK_BITS) - 1)
 #define HIST_WORDS ((RANKS_HIST_BUCKETS + 2) / 3)
-#define ABSENT_MIN INT64_MAX
-#define ABSENT_MAX INT64_C(-1)
 
 /* Words per part (MIN, MAX, SUM) of each round. */
 enum {
@@ -105,16 +92,6 @@ static int64_t enc(double v, int rank)
     int64_t q = v <= 0 ? 0 : v >= (double)VAL_MAX ? VAL_MAX : (int64_t)(v + 0.5);
 
     return q << RANKS_RANK_BITS | rank;
-}
-
-static double dec_val(int64_t w)
-{
-    return (double)(w >> RANKS_RANK_BITS);
-}
-
-static int dec_rank(int64_t w)
-{
-    return (int)(w & RANK_MASK);
 }
 
 static uint64_t name_hash(const char *s)
@@ -321,7 +298,7 @@ static void contribute0(const struct ranks_state *s, void *buf)
     size_t mx = R0_MIN, sm = R0_MIN + R0_MAX;
 
     st64(buf, 0, magic_word(0));
-    st64(buf, 1, s->have_window ? s->rank : ABSENT_MIN);
+    st64(buf, 1, s->have_window ? s->rank : RANKS_ABSENT_MIN);
     st64(buf, mx, magic_word(0));
     for (size_t k = 0; k < RANKS_KEY_SLOTS; k++)
         st64(buf, mx + 1 + k, 0);
@@ -344,11 +321,11 @@ static void contribute1(const struct ranks_state *s, void *buf)
     int hw = s->have_window;
 
     st64(buf, mn + 0, magic_word(1));
-    st64(buf, mn + 1, hw ? enc((double)s->end_step, s->rank) : ABSENT_MIN);
-    st64(buf, mn + 2, hw ? ABSENT_MIN : s->rank);
+    st64(buf, mn + 1, hw ? enc((double)s->end_step, s->rank) : RANKS_ABSENT_MIN);
+    st64(buf, mn + 2, hw ? RANKS_ABSENT_MIN : s->rank);
     st64(buf, mx + 0, magic_word(1));
-    st64(buf, mx + 1, hw ? enc((double)s->end_step, s->rank) : ABSENT_MAX);
-    st64(buf, mx + 2, hw ? ABSENT_MAX : s->rank);
+    st64(buf, mx + 1, hw ? enc((double)s->end_step, s->rank) : RANKS_ABSENT_MAX);
+    st64(buf, mx + 2, hw ? RANKS_ABSENT_MAX : s->rank);
     st64(buf, mx + 3, s->rank == s->r1.ref_rank ? (int64_t)s->end_step : 0);
     st64(buf, mx + 4, s->rank == s->r1.ref_rank ? (int64_t)s->steps : 0);
     st64(buf, mx + 5, s->rank == s->r1.ref_rank ? (int64_t)s->wall_ns : 0);
@@ -364,9 +341,9 @@ static void contribute1(const struct ranks_state *s, void *buf)
                                                                        : NULL;
         if (l == NULL) {
             for (int q = 0; q < R1_SMIN; q++)
-                st64(buf, a + (size_t)q, ABSENT_MIN);
+                st64(buf, a + (size_t)q, RANKS_ABSENT_MIN);
             for (int q = 0; q < 4; q++)
-                st64(buf, b + (size_t)q, ABSENT_MAX);
+                st64(buf, b + (size_t)q, RANKS_ABSENT_MAX);
             for (int q = 0; q < RANKS_NAME_WORDS; q++)
                 st64(buf, b + 4 + (size_t)q, 0);
             for (int q = 0; q < R1_SSUM; q++)
@@ -416,7 +393,7 @@ static void contribute2(const struct ranks_state *s, void *buf)
             double v[3] = {l->avg_ns, l->p95_ns, l->self_per_step};
             for (int q = 0; q < 3; q++) {
                 const struct ranks_stage *t = &s->st[i];
-                int bk = hist_bucket(v[q], dec_val(t->min[q]), dec_val(t->max[q]));
+                int bk = hist_bucket(v[q], ranks_dec_val(t->min[q]), ranks_dec_val(t->max[q]));
                 size_t wi = c + 1 + (size_t)q * HIST_WORDS + (size_t)bk / 3;
                 st64(buf, wi, ld(buf, wi) + (INT64_C(1) << (bk % 3 * RANKS_COUNT_BITS)));
             }
@@ -531,7 +508,7 @@ static int result0(struct ranks_state *s, const void *buf)
             }
         s->lost += !found;
     }
-    s->r1.ref_rank = ref == ABSENT_MIN ? -1 : ref;
+    s->r1.ref_rank = ref == RANKS_ABSENT_MIN ? -1 : ref;
     s->r1.nranks = ld(buf, R0_MIN + R0_MAX);
     return 0;
 }
@@ -543,7 +520,7 @@ static void result1(struct ranks_state *s, const void *buf)
 
     s->r1.step_min = ld(buf, mn + 1);
     nw = ld(buf, mn + 2);
-    s->r1.nowin_min = nw == ABSENT_MIN ? -1 : nw;
+    s->r1.nowin_min = nw == RANKS_ABSENT_MIN ? -1 : nw;
     s->r1.step_max = ld(buf, mx + 1);
     s->r1.nowin_max = ld(buf, mx + 2);
     s->r1.ref_step = ld(buf, mx + 3);
@@ -617,300 +594,3 @@ PROF_API int prof_ranks_result(void *state, int round, const void *buf, size_t s
     return err;
 }
 
-/* ------------------------------------------------------------------------ */
-/* The formatter. */
-
-/* The k-th smallest (1-based) of zeros zero values and the histogram's,
- * as the midpoint (in log(1 + ns)) of its bucket; the first and last
- * bucket give the exact min and max, where most ranks sit when one is an
- * outlier. */
-static double hist_kth(const uint32_t *h, int64_t zeros, double lo, double hi, int64_t k)
-{
-    int64_t seen = zeros;
-    double a = log1p(lo), span = log1p(hi) - a;
-
-    if (k <= zeros)
-        return 0;
-    for (int b = 0; b < RANKS_HIST_BUCKETS; b++) {
-        seen += h[b];
-        if (seen >= k) {
-            double v;
-            if (b == 0 || !(span > 0))
-                return lo;
-            if (b == RANKS_HIST_BUCKETS - 1)
-                return hi;
-            v = expm1(a + span * (b + 0.5) / RANKS_HIST_BUCKETS);
-            return v < lo ? lo : v > hi ? hi : v;
-        }
-    }
-    return hi;
-}
-
-struct row {
-    const struct ranks_stage *t;
-    double avg_med, p95_med, spread, sps_med;
-};
-
-struct table {
-    const struct ranks_state *s;
-    struct row rows[PROF_RANKS_MAX_STAGES];
-    int nrows;
-    int s_rank, s_row;
-    double s_excess, s_self, s_other;
-};
-
-static int cmp_row(const void *a, const void *b)
-{
-    const struct row *x = a, *y = b;
-
-    if (x->t->total_ns != y->t->total_ns)
-        return x->t->total_ns > y->t->total_ns ? -1 : 1;
-    return strcmp(x->t->name, y->t->name);
-}
-
-static void table_build(struct table *tb, const struct ranks_state *s)
-{
-    int64_t ok = s->r1.ok;
-
-    memset(tb, 0, sizeof *tb);
-    tb->s = s;
-    tb->s_rank = -1;
-    for (int i = 0; i < s->nstages; i++) {
-        const struct ranks_stage *t = &s->st[i];
-        struct row *w = &tb->rows[tb->nrows];
-        if (t->ranks <= 0)
-            continue;
-        w->t = t;
-        w->avg_med = hist_kth(t->hist[0], 0, dec_val(t->min[0]), dec_val(t->max[0]),
-                              (t->ranks + 1) / 2);
-        w->p95_med = hist_kth(t->hist[1], 0, dec_val(t->min[1]), dec_val(t->max[1]),
-                              (t->ranks + 1) / 2);
-        w->sps_med = hist_kth(t->hist[2], ok - t->ranks, dec_val(t->min[2]), dec_val(t->max[2]),
-                              (ok + 1) / 2);
-        w->spread = w->avg_med > 0 ? dec_val(t->max[0]) / w->avg_med : 0;
-        tb->nrows++;
-    }
-    qsort(tb->rows, (size_t)tb->nrows, sizeof *tb->rows, cmp_row);
-    if (ok < 2)
-        return;
-    for (int k = 0; k < tb->nrows; k++) {
-        const struct row *w = &tb->rows[k];
-        double v = dec_val(w->t->max[2]), other;
-        if (ok == 2)
-            other = w->t->ranks == 2 ? dec_val(w->t->min[2]) : 0;
-        else
-            other = w->sps_med;
-        if (v - other > tb->s_excess) {
-            tb->s_excess = v - other;
-            tb->s_rank = dec_rank(w->t->max[2]);
-            tb->s_row = k;
-            tb->s_self = v;
-            tb->s_other = other;
-        }
-    }
-}
-
-static void named_steps(struct prof_buf *o, const struct ranks_state *s, int json)
-{
-    int64_t ends[2] = {s->r1.step_min, s->r1.step_max};
-    int said = 0;
-
-    for (int e = 0; e < 2; e++) {
-        int64_t st = (int64_t)dec_val(ends[e]);
-        if (ends[e] < 0 || ends[e] == ABSENT_MIN || st == s->r1.ref_step ||
-            (e == 1 && ends[1] == ends[0]))
-            continue;
-        if (json)
-            prof_buf_printf(o, "%s{\"rank\":%d,\"state\":\"other_steps\",\"step\":%lld}",
-                            said ? "," : "", dec_rank(ends[e]), (long long)st);
-        else
-            prof_buf_printf(o, "%srank %d at step %lld", said ? ", " : "", dec_rank(ends[e]),
-                            (long long)st);
-        said = 1;
-    }
-}
-
-static void notes_text(struct prof_buf *o, const struct table *tb)
-{
-    const struct ranks_state *s = tb->s;
-
-    if (s->r1.no_window > 0) {
-        prof_buf_printf(o, "%lld of %lld ranks: no window closed yet (rank %lld",
-                        (long long)s->r1.no_window, (long long)s->r1.nranks,
-                        (long long)s->r1.nowin_min);
-        if (s->r1.nowin_max != s->r1.nowin_min)
-            prof_buf_printf(o, "%s rank %lld", s->r1.no_window > 2 ? " ... " : " and",
-                            (long long)s->r1.nowin_max);
-        prof_buf_puts(o, ")\n");
-    }
-    if (s->differ > 0) {
-        prof_buf_printf(o, "steps differ: %lld of %lld ranks ended this window at another step "
-                           "than rank %lld (step %lld): ",
-                        (long long)s->differ, (long long)s->r1.nranks, (long long)s->r1.ref_rank,
-                        (long long)s->r1.ref_step);
-        named_steps(o, s, 0);
-        prof_buf_puts(o, "; rows marked ! hold their numbers\n");
-    }
-    if (s->r1.lost > 0 || s->r1.folded > 0)
-        prof_buf_printf(o, "left out of the cross-rank view: %lld stages beyond the %d across "
-                           "ranks (or a key collision), %lld beyond the %d heaviest of a rank "
-                           "(summed over ranks)\n",
-                        (long long)s->r1.lost, PROF_RANKS_MAX_STAGES, (long long)s->r1.folded,
-                        RANKS_LOCAL_CAP);
-}
-
-static void format_text(struct prof_buf *o, const struct table *tb)
-{
-    static const char *cols[] = {"avg med", "avg min", "avg max", "p95 med", "p95 min",
-                                 "p95 max"};
-    const struct ranks_state *s = tb->s;
-    char name[sizeof s->st[0].name * 4 + 8], wall[24];
-    size_t width = 24;
-
-    if (s->bad) {
-        prof_buf_puts(o, "prof ranks: the ranks' numbers could not be combined (another prof "
-                         "version or byte order on some rank)\n");
-        return;
-    }
-    if (s->r1.ref_rank < 0) {
-        prof_buf_printf(o, "prof ranks: %lld ranks, no window closed on any rank yet\n",
-                        (long long)s->r1.nranks);
-        return;
-    }
-    prof_fmt_dur(wall, sizeof wall, (double)s->r1.ref_wall);
-    prof_buf_printf(o, "prof ranks: step %lld, last %lld steps, %lld ranks (window %s on rank "
-                       "%lld)\n",
-                    (long long)s->r1.ref_step, (long long)s->r1.ref_steps,
-                    (long long)s->r1.nranks, wall, (long long)s->r1.ref_rank);
-    for (int k = 0; k < tb->nrows; k++) {
-        size_t w = prof_fmt_name(name, sizeof name, tb->rows[k].t->name, 1000);
-        if (w > width)
-            width = w;
-    }
-    prof_buf_printf(o, "%-*s %6s", (int)width, "stage", "ranks");
-    for (int c = 0; c < 6; c++)
-        prof_buf_printf(o, " %10s", cols[c]);
-    prof_buf_printf(o, " %10s %7s\n", "slowest", "spread");
-    for (int k = 0; k < tb->nrows; k++) {
-        const struct row *w = &tb->rows[k];
-        const struct ranks_stage *t = w->t;
-        double v[6] = {w->avg_med, dec_val(t->min[0]), dec_val(t->max[0]),
-                       w->p95_med, dec_val(t->min[1]), dec_val(t->max[1])};
-        size_t cols_used = prof_fmt_name(name, sizeof name, t->name, 1000);
-        char d[24], slow[24];
-
-        prof_buf_printf(o, "%s%*s %5lld%s", name, (int)(width - cols_used), "",
-                        (long long)t->ranks, t->off > 0 ? "!" : " ");
-        for (int c = 0; c < 6; c++) {
-            prof_fmt_dur(d, sizeof d, v[c]);
-            prof_buf_printf(o, " %10s", d);
-        }
-        snprintf(slow, sizeof slow, "rank %d", dec_rank(t->max[0]));
-        prof_buf_printf(o, " %10s %6.2fx\n", slow, w->spread);
-    }
-    if (tb->s_rank >= 0) {
-        char ex[24], self[24], oth[24];
-        prof_fmt_dur(ex, sizeof ex, tb->s_excess);
-        prof_fmt_dur(self, sizeof self, tb->s_self);
-        prof_fmt_dur(oth, sizeof oth, tb->s_other);
-        prof_fmt_name(name, sizeof name, tb->rows[tb->s_row].t->name, 1000);
-        if (s->r1.ok == 2)
-            prof_buf_printf(o, "straggler: rank %d in %s, +%s per step (self %s per step, the "
-                               "other rank %s; two ranks: against the other rank, not a "
-                               "median)\n", tb->s_rank, name, ex, self, oth);
-        else
-            prof_buf_printf(o, "straggler: rank %d in %s, +%s per step (self %s per step, "
-                               "median rank %s)\n", tb->s_rank, name, ex, self, oth);
-    } else {
-        prof_buf_puts(o, "straggler: none (no rank spent more than the median rank in any "
-                         "stage)\n");
-    }
-    notes_text(o, tb);
-}
-
-static void json_stat(struct prof_buf *o, const char *key, double med, int64_t min, int64_t max)
-{
-    prof_buf_printf(o, ",\"%s\":{\"median\":", key);
-    prof_buf_double(o, med);
-    prof_buf_puts(o, ",\"min\":");
-    prof_buf_double(o, dec_val(min));
-    prof_buf_printf(o, ",\"min_rank\":%d,\"max\":", dec_rank(min));
-    prof_buf_double(o, dec_val(max));
-    prof_buf_printf(o, ",\"max_rank\":%d}", dec_rank(max));
-}
-
-static void format_json(struct prof_buf *o, const struct table *tb)
-{
-    const struct ranks_state *s = tb->s;
-    int first = 1;
-
-    prof_buf_printf(o, "{\"prof\":\"ranks\",\"format\":2,\"version\":\"" PROF_VERSION_STRING
-                       "\",\"step\":%lld,\"steps\":%lld,\"nranks\":%lld,\"ranks_ok\":%lld,"
-                       "\"readable\":%s,\"ranks\":[",
-                    (long long)s->r1.ref_step, (long long)s->r1.ref_steps,
-                    (long long)s->r1.nranks, (long long)s->r1.ok, s->bad ? "false" : "true");
-    if (!s->bad && s->r1.no_window > 0) {
-        prof_buf_printf(o, "{\"rank\":%lld,\"state\":\"no_window\"}", (long long)s->r1.nowin_min);
-        if (s->r1.nowin_max != s->r1.nowin_min)
-            prof_buf_printf(o, ",{\"rank\":%lld,\"state\":\"no_window\"}",
-                            (long long)s->r1.nowin_max);
-        first = 0;
-    }
-    if (!s->bad && s->differ > 0) {
-        if (!first)
-            prof_buf_puts(o, ",");
-        named_steps(o, s, 1);
-    }
-    prof_buf_printf(o, "],\"ranks_no_window\":%lld,\"ranks_other_steps\":%lld,"
-                       "\"stages_left_out\":%lld,\"stages_folded\":%lld,\"stages\":[",
-                    (long long)s->r1.no_window, (long long)s->differ, (long long)s->r1.lost,
-                    (long long)s->r1.folded);
-    for (int k = 0; k < tb->nrows; k++) {
-        const struct row *w = &tb->rows[k];
-        const struct ranks_stage *t = w->t;
-        prof_buf_puts(o, k ? ",{\"name\":" : "{\"name\":");
-        prof_buf_json_string(o, t->name);
-        prof_buf_printf(o, ",\"ranks\":%lld,\"ranks_other_steps\":%lld,\"count\":%lld,"
-                           "\"total_ns\":%lld,\"self_ns\":%lld,\"max_ns\":%lld",
-                        (long long)t->ranks, (long long)t->off, (long long)t->count,
-                        (long long)t->total_ns, (long long)t->self_ns, (long long)t->max_ns);
-        json_stat(o, "avg_ns", w->avg_med, t->min[0], t->max[0]);
-        json_stat(o, "p95_ns", w->p95_med, t->min[1], t->max[1]);
-        json_stat(o, "self_ns_per_step", w->sps_med, t->min[2], t->max[2]);
-        prof_buf_printf(o, ",\"slowest_rank\":%d,\"spread\":", dec_rank(t->max[0]));
-        prof_buf_double(o, w->spread);
-        prof_buf_puts(o, "}");
-    }
-    prof_buf_puts(o, "],\"straggler\":");
-    if (tb->s_rank >= 0) {
-        prof_buf_printf(o, "{\"rank\":%d,\"stage\":", tb->s_rank);
-        prof_buf_json_string(o, tb->rows[tb->s_row].t->name);
-        prof_buf_puts(o, ",\"excess_ns_per_step\":");
-        prof_buf_double(o, tb->s_excess);
-        prof_buf_puts(o, ",\"self_ns_per_step\":");
-        prof_buf_double(o, tb->s_self);
-        prof_buf_puts(o, ",\"median_self_ns_per_step\":");
-        prof_buf_double(o, tb->s_other);
-        prof_buf_printf(o, ",\"against\":\"%s\"}", s->r1.ok == 2 ? "other_rank" : "median");
-    } else {
-        prof_buf_puts(o, "null");
-    }
-    prof_buf_puts(o, "}\n");
-}
-
-int prof_ranks_format_state(struct prof_buf *out, const struct ranks_state *s, int format)
-{
-    struct table *tb;
-
-    if (s->magic != PROF_RANKS_MAGIC || s->done != PROF_RANKS_ROUNDS)
-        return -EINVAL;
-    if ((tb = malloc(sizeof *tb)) == NULL)
-        return -ENOMEM;
-    table_build(tb, s);
-    if (format == PROF_FORMAT_JSON)
-        format_json(out, tb);
-    else
-        format_text(out, tb);
-    free(tb);
-    return out->failed ? -ENOMEM : 0;
-}

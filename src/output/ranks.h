@@ -15,7 +15,8 @@
  *   round 2  per stage: fixed-size histograms of the per-rank values over
  *            the [min, max] of round 1, for the medians; unequal steps.
  *
- * The transports (prof.distributed, prof_mpi.h) only move the buffers.
+ * The transports (prof.distributed, prof_mpi.h) only move the buffers;
+ * ranks_table.c builds and writes the table from the combined state.
  * Everything here is pure: api_ranks.c takes the window under the runtime lock
  * and hands the rows to prof_ranks_snapshot_rows. */
 #ifndef PROF_RANKS_H
@@ -85,7 +86,20 @@ struct ranks_state {
  * checks it as it writes a periodic summary. */
 extern int prof_ranks_muted;
 
-/* Format the table of a state whose rounds are all in; text or JSON. */
-int prof_ranks_format_state(struct prof_buf *out, const struct ranks_state *s, int format);
+/* Words that carry the rank holding a value (MINLOC/MAXLOC): the value,
+ * whole ns, above RANKS_RANK_BITS bits of rank. A MIN part's word no rank
+ * set reads RANKS_ABSENT_MIN, a MAX part's RANKS_ABSENT_MAX. */
+#define RANKS_ABSENT_MIN INT64_MAX
+#define RANKS_ABSENT_MAX INT64_C(-1)
+
+static inline double ranks_dec_val(int64_t w)
+{
+    return (double)(w >> RANKS_RANK_BITS);
+}
+
+static inline int ranks_dec_rank(int64_t w)
+{
+    return (int)(w & ((INT64_C(1) << RANKS_RANK_BITS) - 1));
+}
 
 #endif
