@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <prof_ranks.h>
+
 #include "bench.h"
 
 #define STEPS 10

@@ -341,79 +341,9 @@ PROF_API int prof_window_stats_list(prof_stage_stats *out, size_t cap,
  * stepping. */
 PROF_API uint64_t prof_step_count(void);
 
-/* Cross-rank summaries: the parts prof_mpi.h and Python's prof.distributed
- * are built from (docs/DISTRIBUTED.md). At a step that closes a window,
- * every rank snapshots its last window into a state buffer, then for each
- * of PROF_RANKS_ROUNDS rounds contributes a buffer of int64 words that the
- * job's own communicator combines across ranks (an all-reduce: MIN over
- * the first parts[0] words, MAX over the next parts[1], SUM over the last
- * parts[2], or prof_ranks_combine as one user-defined op), and hands the
- * combined buffer back. The sizes do not grow with the number of ranks.
- * One rank then prints the cross-rank table. libprof never talks to
- * another process itself. Ranks must be below 2^20. */
-#define PROF_RANKS_MAX_STAGES 64        /* stages in the cross-rank table */
-#define PROF_RANKS_ROUNDS 3
-#define PROF_RANKS_STATE_SIZE 65536     /* the state buffer, bytes */
-#define PROF_RANKS_BUF_SIZE 16384       /* the largest round buffer, bytes */
-
-/* Start cross-rank summaries in this process. On success *every_steps gets
- * the window length N (PROF_SUMMARY_EVERY=Nsteps): every rank must reduce
- * at each step that is a multiple of N; *timeout_ns (may be NULL) gets how
- * long a reduction may wait for the other ranks (PROF_RANKS_TIMEOUT,
- * default 60s). From then on this rank's own periodic summaries are not
- * printed (the final one still is). Idempotent. Returns 0; -EINVAL when
- * the windows are time-based (ranks agree on steps, not on seconds) and
- * -ENOENT when there are no periodic summaries, each said once in a
- * message; -EPERM under PROF_RANKS=0; -ECANCELED after
- * prof_ranks_abandon(). */
-PROF_API int prof_ranks_start(uint64_t *every_steps, uint64_t *timeout_ns);
-
-/* Flush (so that the window due at this step is closed), then snapshot
- * this rank's last window into state[0..size) (size >=
- * PROF_RANKS_STATE_SIZE, 8-byte aligned). A rank with no window snapshots
- * an empty one: it still takes part. Returns 0, -EINVAL (NULL, short
- * buffer) or -ERANGE (rank outside 0..2^20-1). */
-PROF_API int prof_ranks_snapshot(void *state, size_t size, int rank);
-
-/* The same from given rows (as prof_window_stats_list gives them; NULL:
- * no window), without the runtime: for tests and bench/ranks_scale. */
-PROF_API int prof_ranks_snapshot_rows(void *state, size_t size, int rank,
-                                      const prof_stage_stats *rows, size_t n,
-                                      uint64_t end_step, uint64_t steps, uint64_t wall_ns);
-
-/* This rank's contribution to round (0 .. PROF_RANKS_ROUNDS-1) into
- * buf[0..size), rounds in order, each after the previous one's result.
- * parts (may be NULL) gets the word counts of the MIN, MAX and SUM parts.
- * Returns the bytes written (a multiple of 8), or -EINVAL (short buffer,
- * round out of order). */
-PROF_API int prof_ranks_contribute(void *state, int round, void *buf, size_t size,
-                                   size_t parts[3]);
-
-/* inout = inout (+) in, element-wise, for a contribution of size bytes
- * (any round: the buffer says which). Associative and commutative. Buffers
- * of another layout (another prof version) poison the result, which
- * prof_ranks_result then reports. Returns 0 or -EINVAL. */
-PROF_API int prof_ranks_combine(void *inout, const void *in, size_t size);
-
-/* Hand round's combined buffer (every rank's contribution) back to state.
- * Returns 0, -EINVAL, or -EPROTO when ranks ran another prof version. */
-PROF_API int prof_ranks_result(void *state, int round, const void *buf, size_t size);
-
-/* Format the cross-rank table of a state whose rounds are all in, into buf
- * like snprintf: returns the length the whole text needs; format is
- * PROF_FORMAT_TEXT, PROF_FORMAT_JSON or PROF_FORMAT_DEFAULT
- * (PROF_SUMMARY_FORMAT). Negative errno on failure. */
-PROF_API int prof_ranks_format(const void *state, int format, char *buf, size_t size);
-
-/* Format the table as PROF_SUMMARY_FORMAT says and write it where the
- * summaries go (PROF_SUMMARY, or the summary handler, as a periodic
- * summary). Returns 0 or a negative errno. */
-PROF_API int prof_ranks_emit(const void *state);
-
-/* A reduction failed or timed out: say so once (naming why), stop
- * cross-rank summaries in this process for good and print this rank's own
- * periodic summaries again. */
-PROF_API void prof_ranks_abandon(const char *why);
+/* Cross-rank summaries are built from the low-level calls in prof_ranks.h
+ * (for prof_mpi.h, Python's prof.distributed and other glue); a program
+ * uses prof_mpi.h or prof.distributed (docs/DISTRIBUTED.md). */
 
 /* ------------------------------------------------------------------------ */
 /* GPU zones (CUDA). stream is a CUstream / cudaStream_t (NULL: the legacy
@@ -482,9 +412,9 @@ private:
  *                                           ("disabled" without prof_version.h)
  *   prof_flush(), prof_stats(), prof_stats_list(),
  *   prof_counter_stats_get(), prof_counter_stats_list(),
- *   prof_summary_print(), prof_summary_snprint(), prof_window_stats_list(),
- *   prof_ranks_*()                          -ESRCH (snprint and ranks_format
- *                                           write "" when size > 0)
+ *   prof_summary_print(), prof_summary_snprint(), prof_window_stats_list()
+ *                                           -ESRCH (snprint writes ""
+ *                                           when size > 0)
  *   prof_step_count() steps so far
  *   prof_reset(), prof_shutdown()           0
  *   prof_zone_begin(), prof_cuda_zone_begin()   a zone that records nothing
@@ -501,127 +431,59 @@ extern "C" {
 extern uint64_t prof_disabled_steps_;
 __attribute__((weak)) uint64_t prof_disabled_steps_;
 
+/* Each stub takes the call's own parameter types, so a program that builds
+ * compiled out builds with the library too. */
 static inline int prof_enable_off_(int on) { (void)on; return 0; }
 static inline int prof_enabled_off_(void) { return 0; }
+static inline void prof_zone_end_off_(prof_zone *z) { (void)z; }
+static inline void prof_counter_off_(const char *n, double v) { (void)n; (void)v; }
+static inline void prof_mark_off_(const char *n) { (void)n; }
+static inline int prof_thread_name_off_(const char *n) { return n ? 0 : -EINVAL; }
+static inline const char *prof_intern_off_(const char *s) { return s; }
+static inline int prof_flush_off_(void) { return -ESRCH; }
+static inline int prof_stats_off_(const char *n, prof_stage_stats *o)
+{ (void)n; (void)o; return -ESRCH; }
+static inline int prof_stats_list_off_(prof_stage_stats *o, size_t c)
+{ (void)o; (void)c; return -ESRCH; }
+static inline int prof_counter_stats_get_off_(const char *n, prof_counter_stats *o)
+{ (void)n; (void)o; return -ESRCH; }
+static inline int prof_counter_stats_list_off_(prof_counter_stats *o, size_t c)
+{ (void)o; (void)c; return -ESRCH; }
+static inline int prof_summary_print_off_(FILE *f) { (void)f; return -ESRCH; }
+static inline int prof_summary_snprint_off_(char *buf, size_t size, int format)
+{ (void)format; if (buf != NULL && size > 0) buf[0] = '\0'; return -ESRCH; }
+static inline int prof_reset_off_(void) { return 0; }
+static inline int prof_shutdown_off_(void) { return 0; }
+static inline void prof_set_summary_handler_off_(prof_summary_fn f, void *u) { (void)f; (void)u; }
+static inline void prof_set_logger_off_(prof_log_fn f, void *u) { (void)f; (void)u; }
+static inline void prof_cuda_zone_end_off_(prof_cuda_zone *z) { (void)z; }
+static inline int prof_window_stats_list_off_(prof_stage_stats *o, size_t c, uint64_t *e)
+{ (void)o; (void)c; (void)e; return -ESRCH; }
 static inline prof_zone prof_zone_begin_off_(const char *name)
 {
     prof_zone z = {0, 0, 0, 0, 0, 0};
     (void)name;
     return z;
 }
-static inline void prof_zone_end_off_(prof_zone *zone) { (void)zone; }
-static inline void prof_counter_off_(const char *name, double value) { (void)name; (void)value; }
-static inline void prof_mark_off_(const char *name) { (void)name; }
-static inline uint64_t prof_step_off_(void)
-{
-    return __atomic_add_fetch(&prof_disabled_steps_, 1, __ATOMIC_RELAXED);
-}
-static inline int prof_thread_name_off_(const char *name) { return name ? 0 : -EINVAL; }
-static inline const char *prof_intern_off_(const char *s) { return s; }
-static inline int prof_flush_off_(void) { return -ESRCH; }
-static inline int prof_stats_off_(const char *name, prof_stage_stats *out)
-{
-    (void)name; (void)out;
-    return -ESRCH;
-}
-static inline int prof_stats_list_off_(prof_stage_stats *out, size_t cap)
-{
-    (void)out; (void)cap;
-    return -ESRCH;
-}
-static inline int prof_counter_stats_get_off_(const char *name, prof_counter_stats *out)
-{
-    (void)name; (void)out;
-    return -ESRCH;
-}
-static inline int prof_counter_stats_list_off_(prof_counter_stats *out, size_t cap)
-{
-    (void)out; (void)cap;
-    return -ESRCH;
-}
-static inline int prof_summary_print_off_(FILE *f) { (void)f; return -ESRCH; }
-static inline int prof_summary_snprint_off_(char *buf, size_t size, int format)
-{
-    (void)format;
-    if (buf != NULL && size > 0)
-        buf[0] = '\0';
-    return -ESRCH;
-}
-static inline int prof_reset_off_(void) { return 0; }
-static inline int prof_shutdown_off_(void) { return 0; }
-static inline void prof_set_summary_handler_off_(prof_summary_fn fn, void *user)
-{
-    (void)fn; (void)user;
-}
-#ifdef PROF_VERSION_STRING
-static inline const char *prof_version_off_(void) { return PROF_VERSION_STRING; }
-#else
-static inline const char *prof_version_off_(void) { return "disabled"; }
-#endif
-static inline void prof_set_logger_off_(prof_log_fn fn, void *user) { (void)fn; (void)user; }
 static inline prof_cuda_zone prof_cuda_zone_begin_off_(const char *name, void *stream)
 {
     prof_cuda_zone z = {{0, 0, 0, 0, 0, 0}, 0, 0};
     (void)name; (void)stream;
     return z;
 }
-static inline void prof_cuda_zone_end_off_(prof_cuda_zone *zone) { (void)zone; }
-static inline int prof_window_stats_list_off_(prof_stage_stats *out, size_t cap, uint64_t *end)
+static inline uint64_t prof_step_off_(void)
 {
-    (void)out; (void)cap; (void)end;
-    return -ESRCH;
+    return __atomic_add_fetch(&prof_disabled_steps_, 1, __ATOMIC_RELAXED);
 }
 static inline uint64_t prof_step_count_off_(void)
 {
     return __atomic_load_n(&prof_disabled_steps_, __ATOMIC_RELAXED);
 }
-static inline int prof_ranks_start_off_(uint64_t *every, uint64_t *timeout)
-{
-    (void)every; (void)timeout;
-    return -ESRCH;
-}
-static inline int prof_ranks_snapshot_off_(void *state, size_t size, int rank)
-{
-    (void)state; (void)size; (void)rank;
-    return -ESRCH;
-}
-static inline int prof_ranks_snapshot_rows_off_(void *state, size_t size, int rank,
-                                                const prof_stage_stats *rows, size_t n,
-                                                uint64_t end, uint64_t steps, uint64_t wall)
-{
-    (void)state; (void)size; (void)rank; (void)rows; (void)n; (void)end; (void)steps;
-    (void)wall;
-    return -ESRCH;
-}
-static inline int prof_ranks_contribute_off_(void *state, int round, void *buf, size_t size,
-                                             size_t *parts)
-{
-    (void)state; (void)round; (void)buf; (void)size; (void)parts;
-    return -ESRCH;
-}
-static inline int prof_ranks_combine_off_(void *inout, const void *in, size_t size)
-{
-    (void)inout; (void)in; (void)size;
-    return -ESRCH;
-}
-static inline int prof_ranks_result_off_(void *state, int round, const void *buf, size_t size)
-{
-    (void)state; (void)round; (void)buf; (void)size;
-    return -ESRCH;
-}
-static inline int prof_ranks_format_off_(const void *state, int format, char *buf, size_t size)
-{
-    (void)state; (void)format;
-    if (buf != NULL && size > 0)
-        buf[0] = '\0';
-    return -ESRCH;
-}
-static inline int prof_ranks_emit_off_(const void *state)
-{
-    (void)state;
-    return -ESRCH;
-}
-static inline void prof_ranks_abandon_off_(const char *why) { (void)why; }
+#ifdef PROF_VERSION_STRING
+static inline const char *prof_version_off_(void) { return PROF_VERSION_STRING; }
+#else
+static inline const char *prof_version_off_(void) { return "disabled"; }
+#endif
 #  ifdef __cplusplus
 }  /* extern "C" */
 #  endif
@@ -652,20 +514,6 @@ static inline void prof_ranks_abandon_off_(const char *why) { (void)why; }
 #  define prof_cuda_zone_end(zone) prof_cuda_zone_end_off_(zone)
 #  define prof_window_stats_list(out, cap, end) prof_window_stats_list_off_((out), (cap), (end))
 #  define prof_step_count() prof_step_count_off_()
-#  define prof_ranks_start(every, timeout) prof_ranks_start_off_((every), (timeout))
-#  define prof_ranks_snapshot(state, size, rank) \
-    prof_ranks_snapshot_off_((state), (size), (rank))
-#  define prof_ranks_snapshot_rows(state, size, rank, rows, n, end, steps, wall) \
-    prof_ranks_snapshot_rows_off_((state), (size), (rank), (rows), (n), (end), (steps), (wall))
-#  define prof_ranks_contribute(state, round, buf, size, parts) \
-    prof_ranks_contribute_off_((state), (round), (buf), (size), (parts))
-#  define prof_ranks_combine(inout, in, size) prof_ranks_combine_off_((inout), (in), (size))
-#  define prof_ranks_result(state, round, buf, size) \
-    prof_ranks_result_off_((state), (round), (buf), (size))
-#  define prof_ranks_format(state, format, buf, size) \
-    prof_ranks_format_off_((state), (format), (buf), (size))
-#  define prof_ranks_emit(state) prof_ranks_emit_off_(state)
-#  define prof_ranks_abandon(why) prof_ranks_abandon_off_(why)
 #endif /* PROF_DISABLE */
 
 #endif /* PROF_H */

@@ -65,6 +65,7 @@
 #include <mpi.h>
 
 #include "prof.h"
+#include "prof_ranks.h"
 
 #if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE)
 /* Strict ISO C hides nanosleep: the wait polls MPI_Test without pausing. */

@@ -10,6 +10,7 @@
  * each round's contribution in another, which torch reduces in place.
  */
 #include "_prof.h"
+#include <prof_ranks.h>
 
 #include <string.h>
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "prof.h"
+#include "prof_ranks.h"
 #include "collector.h"
 #include "env.h"
 #include "json.h"

@@ -19,13 +19,14 @@
  * ranks_table.c builds and writes the table from the combined state.
  * Everything here is pure: api_ranks.c takes the window under the runtime lock
  * and hands the rows to prof_ranks_snapshot_rows. */
-#ifndef PROF_RANKS_H
-#define PROF_RANKS_H
+#ifndef PROF_RANKS_PROTOCOL_H
+#define PROF_RANKS_PROTOCOL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "prof.h"
+#include "prof_ranks.h"
 #include "json.h"
 
 #define PROF_RANKS_MAGIC 0x5246u             /* in every round's magic word */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include <prof.h>
+#include <prof_ranks.h>
 
 typedef int CUresult;
 typedef void *CUcontext;

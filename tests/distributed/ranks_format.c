@@ -7,6 +7,7 @@
  * another step named, another version refused, hostile names escaped, and
  * the JSON form. */
 #include <prof.h>
+#include <prof_ranks.h>
 
 #include "check.h"
 

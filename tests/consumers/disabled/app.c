@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <prof.h>
+#include <prof_ranks.h>
 
 static int failures;
 
