@@ -206,13 +206,6 @@ void prof_clock_map_get(struct prof_clock_map *m)
     *m = params_read();
 }
 
-uint64_t prof_clock_delta_ns(uint64_t ticks)
-{
-    struct prof_clock_map m = params_read();
-
-    return prof_clock_map_delta(&m, ticks);
-}
-
 void prof_clock_source(char *buf, size_t size)
 {
     struct prof_clock_map p = params_read();

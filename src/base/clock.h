@@ -13,9 +13,6 @@ void prof_clock_init(void);
 /* Refine the tick rate against CLOCK_MONOTONIC. Collector thread only. */
 void prof_clock_calibrate(void);
 
-/* Convert a tick difference to nanoseconds. */
-uint64_t prof_clock_delta_ns(uint64_t ticks);
-
 /* The conversion in effect, read once: a drain converts thousands of
  * records with one (reading the published parameters per record was a
  * tenth of the drain's time), so a re-fit takes effect at the next drain. */

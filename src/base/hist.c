@@ -98,14 +98,6 @@ void prof_hist_quantiles(const struct prof_hist *h, const double *q, double *out
         out[i] = (double)max;
 }
 
-double prof_hist_quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max)
-{
-    double v;
-
-    prof_hist_quantiles(h, &q, &v, 1, min, max);
-    return v;
-}
-
 int prof_hist_merge(struct prof_hist *dst, const struct prof_hist *src)
 {
     for (unsigned g = 0; g < PROF_HIST_GROUPS; g++) {

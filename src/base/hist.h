@@ -66,10 +66,9 @@ static inline int prof_hist_record_pair(struct prof_hist *a, struct prof_hist *b
     return lost;
 }
 
-/* The value at quantile q (0..1), nearest rank, as the midpoint of its
- * bucket clamped to [min, max]; 0 when empty. */
-double prof_hist_quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max);
-/* The same for n quantiles in ascending order, in one walk. */
+/* The values at n quantiles q[] (0..1, ascending) into out[], in one walk:
+ * nearest rank, as the midpoint of its bucket clamped to [min, max]; 0
+ * when empty. */
 void prof_hist_quantiles(const struct prof_hist *h, const double *q, double *out, unsigned n,
                          uint64_t min, uint64_t max);
 

@@ -91,7 +91,6 @@ void prof_summary_emit_locked(enum prof_summary_kind kind)
         summary_queue_locked(PROF_KIND_PERIODIC, step, cut_ns);
     summary_queue_locked(kind, __atomic_load_n(&prof_steps, __ATOMIC_RELAXED),
                          prof_clock_now_ns());
-    prof_summary_write_pending_locked();
 }
 
 void prof_collector_atfork_prepare(void)
@@ -124,7 +123,6 @@ void prof_collect_all_locked(void)
     for (int i = 0; i < 64; i++) {
         prof_drain_stopped = 0;
         prof_collect_locked();
-        prof_summary_write_pending_locked();
         if (!prof_drain_stopped)
             break;
     }
@@ -179,7 +177,6 @@ void prof_periodic_locked(uint64_t now)
     /* A forked child that has recorded nothing stays silent (as at exit). */
     int quiet = prof_rt.forked_from && prof_stats_nstages() == 0;
 
-    prof_summary_write_pending_locked();
     /* A step whose record was dropped (full ring) still gets its summary,
      * labelled with that step. Only a step marked due before the last
      * drain began counts, and only if that drain went to the end of every
@@ -187,10 +184,8 @@ void prof_periodic_locked(uint64_t now)
      * here would swallow the summaries of the steps before it. */
     if (cfg->every_steps && due > prof_rt.summary_step_done && !prof_drain_stopped) {
         prof_rt.summary_step_done = due;
-        if (!quiet) {
+        if (!quiet)
             summary_queue_locked(PROF_KIND_PERIODIC, due, prof_clock_now_ns());
-            prof_summary_write_pending_locked();
-        }
     }
     /* Timed summaries come from the process that was started, not from
      * each of its forked workers (8 DataLoader workers made 9 tables a

@@ -316,11 +316,6 @@ static int summary_service(void)
     }
 }
 
-void prof_summary_write_pending_locked(void)
-{
-    /* Written by the writer thread: whoever queued has already woken it. */
-}
-
 /* Whether a summary queued as the target-th or earlier is still waiting
  * or being written (queue_lock held). */
 static int summary_waiting(uint64_t target)

@@ -20,10 +20,6 @@ int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64
  * window open, so that the next one merges it (counted; said once). */
 int prof_summary_queue_full(void);
 
-/* Nothing since the writer thread: queueing wakes it. Kept for the
- * collector's calls. Lock held. */
-void prof_summary_write_pending_locked(void);
-
 /* Wait until every summary queued before the call is written by the
  * writer: prof_flush's promise. An application thread
  * only; the lock is held, released while waiting. Returns at once in the

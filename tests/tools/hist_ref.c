@@ -29,8 +29,10 @@ int main(int argc, char **argv)
     }
     prof_hist_foreach(&h, bucket, NULL);
     for (int i = 1; i < argc; i++) {
-        double q = strtod(argv[i], NULL);
-        printf("q %s %.17g\n", argv[i], prof_hist_quantile(&h, q, min, max));
+        double q = strtod(argv[i], NULL), value;
+
+        prof_hist_quantiles(&h, &q, &value, 1, min, max);
+        printf("q %s %.17g\n", argv[i], value);
     }
     prof_hist_clear(&h);
     return 0;

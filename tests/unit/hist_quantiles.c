@@ -9,6 +9,15 @@
 
 #include "check.h"
 
+/* One quantile alone: a walk of its own. */
+static double quantile(const struct prof_hist *h, double q, uint64_t min, uint64_t max)
+{
+    double v;
+
+    prof_hist_quantiles(h, &q, &v, 1, min, max);
+    return v;
+}
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rng(void)
@@ -83,8 +92,8 @@ static void check_data(const char *what, uint64_t *v, size_t n)
     qsort(v, n, sizeof *v, cmp_u64);
     for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
         double exact = (double)exact_quantile(v, n, qs[i]);
-        double got = prof_hist_quantile(&h, qs[i], min, max);
-        double merged = prof_hist_quantile(&a, qs[i], min, max);
+        double got = quantile(&h, qs[i], min, max);
+        double merged = quantile(&a, qs[i], min, max);
         CHECK_MSG(fabs(got - exact) <= 0.01 * exact, "%s: q%g = %.1f, exact %.1f (%.3f%% off)",
                   what, qs[i], got, exact, 100 * fabs(got - exact) / (exact ? exact : 1));
         CHECK_MSG(merged == got, "%s: merged q%g = %.1f, one histogram %.1f", what, qs[i], merged,
@@ -95,20 +104,20 @@ static void check_data(const char *what, uint64_t *v, size_t n)
         double all[sizeof qs / sizeof qs[0]];
         prof_hist_quantiles(&h, qs, all, sizeof qs / sizeof qs[0], min, max);
         for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++)
-            CHECK_MSG(all[i] == prof_hist_quantile(&h, qs[i], min, max),
+            CHECK_MSG(all[i] == quantile(&h, qs[i], min, max),
                       "%s: q%g = %.1f in one walk, %.1f alone", what, qs[i], all[i],
-                      prof_hist_quantile(&h, qs[i], min, max));
+                      quantile(&h, qs[i], min, max));
     }
     /* The ends are exact: clamped to the true min and max. */
-    CHECK(prof_hist_quantile(&h, 0, min, max) >= (double)min);
-    CHECK(prof_hist_quantile(&h, 1, min, max) <= (double)max);
+    CHECK(quantile(&h, 0, min, max) >= (double)min);
+    CHECK(quantile(&h, 1, min, max) <= (double)max);
     prof_hist_foreach(&h, walk_bucket, &w);
     CHECK_EQ_U64(w.total, n);
     prof_hist_clear(&h);
     prof_hist_clear(&a);
     prof_hist_clear(&b);
     CHECK_EQ_U64(h.count, 0);
-    CHECK(prof_hist_quantile(&h, 0.5, 0, 0) == 0);
+    CHECK(quantile(&h, 0.5, 0, 0) == 0);
 }
 
 /* Every value lands in the bucket the walk reports for it. */
@@ -121,9 +130,9 @@ static void check_bucket_of(uint64_t x)
     prof_hist_foreach(&h, walk_bucket, &w);
     CHECK_EQ_U64(w.total, 1);
     /* Only one bucket: the quantile is its midpoint, clamped to x. */
-    CHECK(prof_hist_quantile(&h, 0.5, x, x) == (double)x);
-    CHECK(prof_hist_quantile(&h, 0.5, 0, UINT64_MAX) >= (double)x * 0.99);
-    CHECK(prof_hist_quantile(&h, 0.5, 0, UINT64_MAX) <= (double)x * 1.01 + 1);
+    CHECK(quantile(&h, 0.5, x, x) == (double)x);
+    CHECK(quantile(&h, 0.5, 0, UINT64_MAX) >= (double)x * 0.99);
+    CHECK(quantile(&h, 0.5, 0, UINT64_MAX) <= (double)x * 1.01 + 1);
     prof_hist_clear(&h);
 }
 
