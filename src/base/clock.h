@@ -14,8 +14,9 @@ void prof_clock_init(void);
 void prof_clock_calibrate(void);
 
 /* The conversion in effect, read once: a drain converts thousands of
- * records with one (reading the published parameters per record was a
- * tenth of the drain's time), so a re-fit takes effect at the next drain. */
+ * records with one (reading the published parameters per record would
+ * cost a tenth of the drain's time), so a re-fit takes effect at the next
+ * drain. */
 struct prof_clock_map {
     uint64_t tick0, mono0;
     double ns_per_tick;

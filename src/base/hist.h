@@ -43,8 +43,8 @@ uint64_t *prof_hist_group_new_(struct prof_hist *h, unsigned g);
 
 /* Count one value in two histograms (a run's and a window's): the
  * bucket is found once. Returns how many of the two lost it (0, 1 or 2:
- * out of memory). Inline: the drain counts every zone here, and the call
- * was a third of the cost. */
+ * out of memory). Inline: the drain counts every zone here, and a call
+ * would be a third of the cost. */
 static inline int prof_hist_record_pair(struct prof_hist *a, struct prof_hist *b, uint64_t v)
 {
     unsigned g = prof_hist_group_(v), s = prof_hist_sub_(v, g);

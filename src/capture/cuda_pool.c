@@ -8,8 +8,8 @@
  * collector sees their zones complete, and it sleeps up to its period
  * (20 ms: 6,000 zones at 300k zones/s); so a refill that finds the free
  * list empty wakes it, as a ring past its fill mark does, and creates
- * pairs meanwhile (issue 29: 20.8% of GPU sides were lost at 147k zones/s
- * with a fixed 4,096 pairs and no wake). Only then: a collector woken while
+ * pairs meanwhile (with a fixed 4,096 pairs and no wake, 20.8% of GPU
+ * sides are lost at 147k zones/s). Only then: a collector woken while
  * pairs are still free runs beside the launching thread for nothing, and
  * on the fake driver that cost 2.2 us a zone in bench/cuda_zone (a wake at
  * a quarter of the pool left: 2,280 ns a zone against 238). Once the pool

@@ -105,8 +105,8 @@ static size_t state_size(void)
  * push is a thread's exit handled by the collector, a pop a thread's
  * start: 268 million thread lifetimes (over half an hour of nothing but
  * creating threads, at some 10 us each) while one attaching thread sits
- * between two instructions. The 12 bits it had were 4,096 lifetimes, a
- * few tens of milliseconds of a thread pool's churn.
+ * between two instructions. 12 bits would be 4,096 lifetimes, a few tens
+ * of milliseconds of a thread pool's churn.
  *
  * Pushed by the collector, popped by attaching threads, no lock: a slot
  * is never unmapped, so reading the `free_next` of a slot another thread

@@ -114,7 +114,7 @@ void prof_registry_repair_pending(struct prof_thread *t);
  * mark, step) begun in a signal handler, or an instrumented allocator,
  * while its thread attaches (the first zone of a thread maps and
  * populates its ring, about a millisecond: a handler that fires every
- * 20 us lost some 70 zones there, uncounted, before this was counted);
+ * 20 us begins some 70 zones there);
  * after the thread's ring could not be mapped; in a thread-exit
  * destructor that ran after prof's own (the thread is gone from the
  * registry). */

@@ -58,8 +58,8 @@ PROF_API int prof_ring_room_(struct prof_thread_ *t, uint64_t head)
      * ring has gained another half of the warm slots since: the
      * collector drains what was there when it looked, then sleeps, so it
      * may sleep with the ring still above the mark. (Waking it again at
-     * every look that found it had drained some dropped far more at 10 M
-     * zones/s: a collector woken that often ran late.) */
+     * every look that finds it has drained some drops far more at 10 M
+     * zones/s: a collector woken that often runs late.) */
     if (backlog <= t->wake_fill) {
         t->woke_fill = 0;
     } else if (t->woke_fill == 0 || backlog >= t->woke_fill + 2 * step) {

@@ -1,6 +1,6 @@
 /* loss.c - records lost to full rings, said once per window (loss.h).
- * A loss used to show only as "N dropped" in the summary's header: a run
- * that lost three quarters of its zones read as 13 calls of 50 with
+ * A count of drops in the summary's header alone does not do: a run that
+ * lost three quarters of its zones would read as 13 calls of 50, with
  * nothing to say so or what to do about it. */
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* loss.h - records lost to full rings, said where the user looks
- * (issue 20): one log line at the first loss of a summary window, with
+/* loss.h - records lost to full rings, said where the user looks: one
+ * log line at the first loss of a summary window, with
  * the thread, how many records, how far behind the collector was and the
  * PROF_BUFFER that would have kept them; the summary's footer and JSON,
  * and the stages recorded on a thread in a window where it lost records

@@ -1,7 +1,7 @@
-/* children.h - forked workers that end before finishing (issue 20): a
- * worker killed with SIGKILL (a supervisor's grace period, the OOM killer)
- * writes no summary and leaves its trace without its end; its parent says
- * so, once, on its logger and in its summaries.
+/* children.h - forked workers that end before finishing: a worker
+ * killed with SIGKILL (a supervisor's grace period, the OOM killer) writes
+ * no summary and leaves its trace without its end; its parent says so,
+ * once, on its logger and in its summaries.
  *
  * A process tree shares one small table (MAP_SHARED, made at the first
  * fork while prof is on, inherited by every child). A forked child whose

@@ -188,8 +188,8 @@ void prof_periodic_locked(uint64_t now)
             summary_queue_locked(PROF_KIND_PERIODIC, due, prof_clock_now_ns());
     }
     /* Timed summaries come from the process that was started, not from
-     * each of its forked workers (8 DataLoader workers made 9 tables a
-     * period); a worker keeps its final summary (docs/CONFIG.md). */
+     * each of its forked workers (8 DataLoader workers would make 9 tables
+     * a period); a worker keeps its final summary (docs/CONFIG.md). */
     if (cfg->every_ns && now >= prof_rt.next_summary_ns) {
         if (!quiet && !prof_rt.forked_from)
             prof_summary_emit_locked(PROF_KIND_PERIODIC);

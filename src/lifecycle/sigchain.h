@@ -1,7 +1,6 @@
 /* sigchain.h - the runtime's SIGINT/SIGTERM handler put in front of one a
  * library installed after it (PyTorch's DataLoader worker handler), so
- * that the final report is written before that handler ends the process
- * (issue 20). */
+ * that the final report is written before that handler ends the process. */
 #ifndef PROF_SIGCHAIN_H
 #define PROF_SIGCHAIN_H
 
