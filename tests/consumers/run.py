@@ -172,18 +172,22 @@ def route_disabled(source, work, tmp):
     need("cc", "c++", "readelf")
     src = os.path.join(HERE, "disabled")
     inc = os.path.join(source, "include")
-    # Every public call of prof.h is exercised by app.c, so a call added to
-    # the header without a compiled-out twin fails this route.
-    with open(os.path.join(inc, "prof.h")) as f:
-        header = f.read()
+    # Every public call of prof.h and prof_ranks.h is exercised by app.c,
+    # so a call added to a header without a compiled-out twin fails this
+    # route.
+    header = ""
+    for name in ("prof.h", "prof_ranks.h"):
+        with open(os.path.join(inc, name)) as f:
+            header += f.read()
     api = sorted(set(re.findall(r"^PROF_API [^;(]*?\b(prof_[a-z_]*[a-z])\(", header, re.M)))
     with open(os.path.join(src, "app.c")) as f:
         app_c = f.read()
     untested = [n for n in api if not re.search(r"\b%s\(" % n, app_c)]
     if len(api) < 20 or untested:
-        raise Fail("prof.h declares %d calls; disabled/app.c does not call %s"
+        raise Fail("prof.h and prof_ranks.h declare %d calls; disabled/app.c does not call %s"
                    % (len(api), untested))
-    log("ok: disabled/app.c calls all %d public functions of prof.h" % len(api))
+    log("ok: disabled/app.c calls all %d public functions of prof.h and prof_ranks.h"
+        % len(api))
     warn = ["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-DPROF_DISABLE", "-I" + inc]
     exe_c = os.path.join(tmp, "app_c")
     exe_cxx = os.path.join(tmp, "app_cxx")
@@ -191,11 +195,13 @@ def route_disabled(source, work, tmp):
         env=clean_env())
     run(["c++", "-std=c++11", "-O2"] + warn + [os.path.join(src, "app.cpp"), "-o", exe_cxx],
         env=clean_env())
-    # prof.h copied alone into a project (no prof_version.h beside it):
-    # compiled out, it needs nothing else (issue 19).
+    # prof.h copied alone into a project (no prof_version.h nor
+    # prof_impl.h beside it; prof_ranks.h, which app.c also calls, with
+    # it): compiled out, it needs nothing else.
     alone = os.path.join(tmp, "alone")
     os.makedirs(alone)
     shutil.copy(os.path.join(inc, "prof.h"), alone)
+    shutil.copy(os.path.join(inc, "prof_ranks.h"), alone)
     exe_alone = os.path.join(tmp, "app_alone")
     run(["cc", "-std=c11", "-O2"] + warn[:-1] + ["-I" + alone, os.path.join(src, "app.c"),
                                                  "-o", exe_alone], env=clean_env())
