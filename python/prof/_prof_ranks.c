@@ -1,7 +1,8 @@
 /*
  * _prof_ranks.c - the pieces prof/distributed.py builds its live
  * cross-rank summary from: thin wrappers of the runtime's prof_ranks_*
- * calls (src/output/ranks.c), which own the layout, the combine and the table.
+ * calls (src/output/ranks.c, ranks_table.c), which own the layout, the
+ * combine and the table.
  *
  * The reduction itself is Python's (torch.distributed, on the training
  * thread at a step): libprof never links a communicator. A window's state

@@ -14,7 +14,7 @@ tensors whose size does not grow with the number of ranks) on a dedicated
 gloo group, whatever the default backend. Rank 0 prints one cross-rank
 table where the summaries go, naming the straggler. The other ranks print
 nothing periodic. The layout, the combine and the table are the runtime's
-(src/output/ranks.c), the same code prof_mpi.h uses; this module only moves
+(src/output/ranks.c, ranks_table.c), the same code prof_mpi.h uses; this module only moves
 tensors.
 
 Rules that keep a job safe (docs/DISTRIBUTED.md):

@@ -1,7 +1,8 @@
 /* ranks.c - the cross-rank table as a reduction: snapshot one rank's
- * window, contribute to each round, combine contributions, format the
- * combined numbers. The only code that knows the layout: prof.distributed,
- * prof_mpi.h and bench/ranks_scale all go through it.
+ * window, contribute to each round, combine contributions, decode the
+ * combined numbers into the state (ranks_table.c makes the table of it).
+ * The only code that knows the layout: prof.distributed, prof_mpi.h and
+ * bench/ranks_scale all go through it.
  *
  * Every round's buffer is [MIN part][MAX part][SUM part] of int64 words,
  * each part starting with the same magic word (round and version), so

@@ -229,7 +229,7 @@ def straggler_rows(stdout):
 
 def test_only_the_straggler_row_is_marked(tool, write, tmp_path):
     """Issue 19: every stage of a rank that is a bit slower everywhere was
-    marked. The runtime's definition (src/output/ranks.c) names one (input, stage):
+    marked. The runtime's definition (src/output/ranks_table.c) names one (input, stage):
     the most self time per step above the median input's."""
     files = []
     for rank in range(4):
