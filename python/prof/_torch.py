@@ -41,8 +41,16 @@ from . import _prof
 
 _zone = _prof.zone
 _cuda_zone = _prof.cuda_zone
-_step = _prof.step
 _step_count = _prof.step_count
+_pkg = sys.modules[__package__]
+
+
+def _step():
+    # The package's step, looked up at each call: prof.distributed puts its
+    # own there (PROF_RANKS=1, enable()), which adds the cross-rank
+    # reduction to the step.
+    return _pkg.step()
+
 
 _DEFAULT_DEPTH = 2
 
@@ -570,6 +578,11 @@ def _instrument(torch):
         except Exception:
             continue
         _wrap_method(scaler, "step", _make_scaler_step)
+
+    # PROF_RANKS=1: prof's group is made as init_process_group returns,
+    # as when torch.distributed was imported before prof.
+    from . import distributed
+    distributed._torch_loaded()
 
     # The script's prof.step() calls, if any, are counted from here.
     _state["expected"] = _step_count()
