@@ -41,9 +41,11 @@ def _parser():
         usage="python -m prof [options] script.py [args...]\n"
               "       python -m prof [options] -m module [args...]",
         description="Run a Python program with prof on. When it imports torch, the DataLoader "
-                    "wait (data), module forwards (forward and its modules), backward and "
-                    "optimizer steps are zones with no code change, and each step() of the "
-                    "first optimizer is a prof.step(). Each option sets the environment "
+                    "wait (data), each model's forward (named as the script names it: model, "
+                    "or 'model (eval)' without grad or in eval mode) and its modules, "
+                    "backward and optimizer steps are zones with no code change, and each "
+                    "step() of the first optimizer (each backward where there is none) is a "
+                    "prof.step(). Each option sets the environment "
                     "variable named in brackets; setting that variable instead does the "
                     "same, and PROF_TORCH=1 with `import prof` in the program zones torch "
                     "without this command.",

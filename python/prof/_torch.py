@@ -22,8 +22,8 @@ has run. Then:
 
 The first optimizer's ``step()`` is the iteration boundary (in a script
 that makes no optimizer, each ``backward``): ``prof.step()``
-is called at the next boundary check (the next batch, zero_grad, outermost
-forward or optimizer step, or the end of the run) unless the step
+is called at the next boundary check (the next batch, zero_grad, root
+module call or optimizer step, or the end of the run) unless the step
 count moved in between, which means the script steps by itself; from then
 on the script's own ``prof.step()`` calls are the only ones.
 
