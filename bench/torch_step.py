@@ -164,6 +164,53 @@ def inproc(blocks, per_block):
     return res
 
 
+def per_patch(blocks, per_block):
+    """inproc's pairing with one of prof's patches swapped at a time, and
+    a control that swaps none: us a step each adds (median of the pairs'
+    differences of block medians, CPU time). The control says how far
+    the pairing itself moves on this machine."""
+    import torch
+    import torch.utils.data.dataloader as dl
+
+    import prof
+    from prof import _torch
+
+    loader, model, opt = build()
+    it = batches(loader)
+    spots = [(torch.nn.Module, "__call__"), (dl._BaseDataLoaderIter, "__next__"),
+             (torch.autograd, "backward"), (type(opt), "step"),
+             (torch.optim.Optimizer, "zero_grad")]
+
+    def get(o, a):
+        return o.__dict__[a] if isinstance(o, type) else getattr(o, a)
+
+    def use(fns):
+        for (o, a), f in zip(spots, fns):
+            setattr(o, a, f)
+
+    plain = [get(o, a) for o, a in spots]
+    prof.enable(True)
+    _torch.install()
+    patched = [get(o, a) for o, a in spots]
+    steps_timed(model, opt, it, 20)
+    cases = [("control", plain)]
+    cases += [(a, [patched[i] if i == k else plain[i] for i in range(len(spots))])
+              for k, (_, a) in enumerate(spots)]
+    cases.append(("all", patched))
+    for name, sel in cases:
+        res = {False: [], True: []}
+        for b in range(blocks):
+            for on in ((False, True) if b % 2 == 0 else (True, False)):
+                use(sel if on else plain)
+                res[on].append(statistics.median(c for _, c in steps_timed(model, opt, it,
+                                                                           per_block)))
+        use(plain)
+        d = statistics.median((q - p) * 1000 for p, q in zip(res[False], res[True]))
+        print(f"per patch: {name:10s} {d:+8.1f} us a step (plain "
+              f"{statistics.median(res[False]):.3f} ms)", flush=True)
+    use(patched)
+
+
 def run_child(prof_on, steps, warmup):
     env = dict(os.environ)
     env["PROF_SUMMARY"] = "off"
@@ -268,6 +315,8 @@ def main():
     p.add_argument("--runs", type=int, default=6, help="plain/prof pairs (alternated)")
     p.add_argument("--quick", action="store_true", help="fewer steps, runs and calls")
     p.add_argument("--calls", action="store_true", help="the per-call figures only")
+    p.add_argument("--per-patch", action="store_true",
+                   help="one process: what each of prof's patches adds to a step, and a control")
     p.add_argument("--width", type=int, default=WIDTH,
                    help=f"the blocks' width (default {WIDTH}: a 10-15 ms step on the 2-core VM)")
     p.add_argument("--torch-file", help="load prof._torch from this file (with --calls)")
@@ -293,6 +342,9 @@ def main():
         sys.modules["prof._torch"] = mod
         spec.loader.exec_module(mod)
         prof._torch = mod
+    if args.per_patch:
+        per_patch(20, 10)
+        return 0
     if args.calls:
         base, costs = call_costs(20000 if args.quick else 100000, 5 if args.quick else 9)
         print(f"prof-bench torch calls: call_ns={base:.0f} untimed_ns={costs['untimed']:.0f} "
