@@ -27,8 +27,9 @@ torch.set_num_threads(1)
 
 
 def run(tmp_path, body, plain=False, **env):
-    """Run the script under `python -m prof` (or plain python), its summaries as JSON in a file; returns (final's rows by name,
-    every summary object, the process)."""
+    """Run the script under `python -m prof` (or plain python), its
+    summaries as JSON in a file; returns (the final summary's rows by
+    name, every summary object, the process)."""
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(COMMON) + textwrap.dedent(body))
     summary = tmp_path / "summary.json"
