@@ -442,6 +442,10 @@ from . import distributed  # noqa: E402,F401
 
 # PROF_TORCH=1: zone a PyTorch loop with no code change (docs/TORCH.md);
 # torch is instrumented when the program imports it, never imported here.
+# Asking for torch's zones asks for recording: it is switched on as by
+# python -m prof (PROF=0 still wins, in the runtime).
 if _os.environ.get("PROF_TORCH", "").strip().lower() not in ("", "0", "off", "false", "no"):
     from . import _torch
+    if _os.environ.get("PROF", "").strip() != "0" and not enabled():
+        enable(True)
     _torch.install()
