@@ -23,6 +23,12 @@ void prof_process_refresh(void);   /* after fork */
  * Returns 0, or -ENAMETOOLONG. */
 int prof_path_expand(const char *pattern, char *buf, size_t size);
 
+/* Whether this process was started by Python's multiprocessing to run a
+ * worker (spawn: `--multiprocessing-fork`; a forkserver and the processes
+ * it forks: `from multiprocessing.forkserver import main`), read from
+ * /proc/self/cmdline. */
+int prof_process_is_mp_child(void);
+
 /* Nonzero when pattern contains %p. */
 int prof_path_has_pid(const char *pattern);
 

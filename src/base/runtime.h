@@ -36,9 +36,29 @@ struct prof_runtime {
     uint64_t cuda_lost_seen;      /* prof_cuda_lost() already counted in dropped */
     uint64_t loss_seen;           /* process-wide refusals already counted */
     uint32_t forked_from;         /* parent pid in a forked child, else 0 */
+    uint32_t parent_env;          /* PROF_PARENT_PID at load: a prof process with
+                                     PROF=1 this one was started below (spawn,
+                                     forkserver, exec), else 0 */
+    int mp_worker;                /* started by Python's multiprocessing */
 };
 
 extern struct prof_runtime prof_rt;
+
+/* Started below another prof process, by a fork its handlers saw or
+ * through the environment (PROF_PARENT_PID): a path without %p is that
+ * process's, never this one's (docs/TRACE.md). That process's pid, or 0. */
+static inline uint32_t prof_rt_below(void)
+{
+    return prof_rt.forked_from ? prof_rt.forked_from : prof_rt.parent_env;
+}
+
+/* A worker of another prof process (forked, or a multiprocessing worker
+ * started below one): its summary goes only where PROF_SUMMARY sends it
+ * explicitly, and the parent's summary counts it (docs/CONFIG.md). */
+static inline int prof_rt_is_worker(void)
+{
+    return prof_rt.forked_from != 0 || (prof_rt.parent_env != 0 && prof_rt.mp_worker);
+}
 
 /* Take and release the runtime lock. Messages the runtime logs while this
  * thread holds it wait, and reach the user's logger once it is released

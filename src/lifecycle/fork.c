@@ -1,6 +1,9 @@
 /* fork.c - a fork in a recording process. The prepare handler takes every
  * lock so that the child inherits them in a known state; the child then
  * keeps only itself, and sets itself up on its first record. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "children.h"
@@ -91,7 +94,42 @@ static void atfork_child(void)
     prof_rt_unlock();
 }
 
+/* PROF_PARENT_PID: what a fork handler cannot see. A process started
+ * below a recording one by exec (multiprocessing's spawn and forkserver,
+ * subprocess) inherits its environment, PROF_TRACE included, and would
+ * open the same file again (O_TRUNC, under a writer that still has it
+ * open). The inherited value says it was started below that process; then
+ * this process's own pid goes to its children. Only a process with PROF=1
+ * exports it: one that switches itself on (a test harness) leaves the
+ * programs it starts as they were. */
+static void lineage(void)
+{
+    const char *v = getenv("PROF_PARENT_PID");
+    pid_t me = getpid();
+    char text[24], *end;
+    unsigned long p;
+
+    if (v != NULL && *v != '\0') {
+        errno = 0;
+        p = strtoul(v, &end, 10);
+        if (*end != '\0' || errno != 0 || p == 0 || p > INT32_MAX || v[0] < '0' || v[0] > '9') {
+            char q[PROF_LOG_QUOTE_SIZE];
+
+            prof_log("PROF_PARENT_PID=\"%s\" is not a pid; ignored (prof sets it for the "
+                     "processes a recording process starts)", prof_log_quote(q, sizeof q, v));
+        } else if ((pid_t)p != me) {
+            prof_rt.parent_env = (uint32_t)p;
+            prof_rt.mp_worker = prof_process_is_mp_child();
+        }
+    }
+    if (prof_config_get()->prof == PROF_SWITCH_ON) {
+        snprintf(text, sizeof text, "%d", (int)me);
+        setenv("PROF_PARENT_PID", text, 1);
+    }
+}
+
 void prof_fork_install(void)
 {
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    lineage();
 }

@@ -61,8 +61,13 @@ static int summary_target(void)
     char *path = summary_name;
     int to = cfg->summary_to;
 
-    if (to == PROF_TO_FILE && prof_rt.forked_from && !prof_path_has_pid(cfg->summary_path))
-        to = PROF_TO_STDERR;   /* a forked child must not write into the parent's file */
+    if (to == PROF_TO_FILE && prof_rt_below() && !prof_path_has_pid(cfg->summary_path))
+        /* A file without %p is the parent's: never written here. A worker's
+         * table is the parent's to count; another program's goes to stderr. */
+        to = prof_rt_is_worker() ? PROF_TO_OFF : PROF_TO_STDERR;
+    else if (prof_rt_is_worker() && !cfg->summary_set)
+        /* One table a run: a worker's only where PROF_SUMMARY sends it. */
+        to = PROF_TO_OFF;
     switch (to) {
     case PROF_TO_OFF:
         return -1;
