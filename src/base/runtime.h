@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "process.h"
 
 struct prof_runtime {
     pthread_mutex_t lock;
@@ -39,6 +40,7 @@ struct prof_runtime {
     uint32_t parent_env;          /* PROF_PARENT_PID at load: a prof process with
                                      PROF=1 this one was started below (spawn,
                                      forkserver, exec), else 0 */
+    int parent_rank;              /* the rank PROF_PARENT_PID gives with it, or -1 */
     int mp_worker;                /* started by Python's multiprocessing */
 };
 
@@ -52,12 +54,16 @@ static inline uint32_t prof_rt_below(void)
     return prof_rt.forked_from ? prof_rt.forked_from : prof_rt.parent_env;
 }
 
-/* A worker of another prof process (forked, or a multiprocessing worker
- * started below one): its summary goes only where PROF_SUMMARY sends it
- * explicitly, and the parent's summary counts it (docs/CONFIG.md). */
+/* A worker of another prof process: forked, or a multiprocessing worker
+ * started below one with the same rank (a DataLoader's spawned worker;
+ * not the ranks a launcher spawns). Its summary goes only where
+ * PROF_SUMMARY sends it explicitly; a forked one's parent counts it
+ * (docs/CONFIG.md). */
 static inline int prof_rt_is_worker(void)
 {
-    return prof_rt.forked_from != 0 || (prof_rt.parent_env != 0 && prof_rt.mp_worker);
+    return prof_rt.forked_from != 0 ||
+           (prof_rt.parent_env != 0 && prof_rt.mp_worker &&
+            prof_process_get()->rank == prof_rt.parent_rank);
 }
 
 /* Take and release the runtime lock. Messages the runtime logs while this

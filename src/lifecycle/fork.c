@@ -102,28 +102,56 @@ static void atfork_child(void)
  * this process's own pid goes to its children. Only a process with PROF=1
  * exports it: one that switches itself on (a test harness) leaves the
  * programs it starts as they were. */
+
+/* "PID" or "PID:RANK": 0, or -1 when v is neither. */
+static int parse_marker(const char *v, unsigned long *pid, long *rank)
+{
+    char *end;
+
+    *rank = -1;
+    if (v[0] < '0' || v[0] > '9')
+        return -1;
+    errno = 0;
+    *pid = strtoul(v, &end, 10);
+    if (*end == ':') {
+        if (end[1] < '0' || end[1] > '9')
+            return -1;
+        *rank = (long)strtoul(end + 1, &end, 10);
+    }
+    return *end != '\0' || errno != 0 || *pid == 0 || *pid > INT32_MAX ||
+           *rank >= PROF_RANK_LIMIT ? -1 : 0;
+}
+
 static void lineage(void)
 {
     const char *v = getenv("PROF_PARENT_PID");
     pid_t me = getpid();
-    char text[24], *end;
+    int rank = prof_process_get()->rank;
+    char text[48];
     unsigned long p;
+    long r;
 
+    prof_rt.parent_rank = -1;
     if (v != NULL && *v != '\0') {
-        errno = 0;
-        p = strtoul(v, &end, 10);
-        if (*end != '\0' || errno != 0 || p == 0 || p > INT32_MAX || v[0] < '0' || v[0] > '9') {
+        if (parse_marker(v, &p, &r) != 0) {
             char q[PROF_LOG_QUOTE_SIZE];
 
-            prof_log("PROF_PARENT_PID=\"%s\" is not a pid; ignored (prof sets it for the "
-                     "processes a recording process starts)", prof_log_quote(q, sizeof q, v));
+            prof_log("PROF_PARENT_PID=\"%s\" is not a pid (PID or PID:RANK); ignored (prof "
+                     "sets it for the processes a recording process starts)",
+                     prof_log_quote(q, sizeof q, v));
         } else if ((pid_t)p != me) {
             prof_rt.parent_env = (uint32_t)p;
+            prof_rt.parent_rank = (int)r;
             prof_rt.mp_worker = prof_process_is_mp_child();
         }
     }
+    /* With its rank: a multiprocessing child of the same rank is a worker
+     * (a DataLoader's), one of another rank is not (a launcher's ranks). */
     if (prof_config_get()->prof == PROF_SWITCH_ON) {
-        snprintf(text, sizeof text, "%d", (int)me);
+        if (rank >= 0)
+            snprintf(text, sizeof text, "%d:%d", (int)me, rank);
+        else
+            snprintf(text, sizeof text, "%d", (int)me);
         setenv("PROF_PARENT_PID", text, 1);
     }
 }
