@@ -192,15 +192,25 @@ int prof_path_expand(const char *pat, char *buf, size_t size)
     return 0;
 }
 
-int prof_path_has_pid(const char *pat)
+static int path_has(const char *pat, char what)
 {
     for (; *pat != '\0'; pat++) {
         if (pat[0] == '%' && pat[1] == '%')
             pat++;
-        else if (pat[0] == '%' && pat[1] == 'p')
+        else if (pat[0] == '%' && pat[1] == what)
             return 1;
     }
     return 0;
+}
+
+int prof_path_has_pid(const char *pat)
+{
+    return path_has(pat, 'p');
+}
+
+int prof_path_has_rank(const char *pat)
+{
+    return path_has(pat, 'r');
 }
 
 /* ------------------------------------------------------------------------ */

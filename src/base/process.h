@@ -29,8 +29,9 @@ int prof_path_expand(const char *pattern, char *buf, size_t size);
  * /proc/self/cmdline. */
 int prof_process_is_mp_child(void);
 
-/* Nonzero when pattern contains %p. */
+/* Nonzero when pattern contains %p (%r). */
 int prof_path_has_pid(const char *pattern);
+int prof_path_has_rank(const char *pattern);
 
 /* Once per process, when the runtime starts, before it takes the runtime
  * lock (this takes the dynamic loader's): keeps the object that contains

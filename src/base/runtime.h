@@ -54,6 +54,18 @@ static inline uint32_t prof_rt_below(void)
     return prof_rt.forked_from ? prof_rt.forked_from : prof_rt.parent_env;
 }
 
+/* Whether pattern (PROF_TRACE, PROF_SUMMARY) names a file of another
+ * process: without %p, in a process started below another; %r gives a
+ * process exec'd with another rank than that one's (a launcher's spawned
+ * ranks) a file of its own. */
+static inline int prof_rt_path_is_parents(const char *pattern)
+{
+    if (prof_rt_below() == 0 || prof_path_has_pid(pattern))
+        return 0;
+    return prof_rt.forked_from != 0 || !prof_path_has_rank(pattern) ||
+           prof_process_get()->rank == prof_rt.parent_rank;
+}
+
 /* A worker of another prof process: forked, or a multiprocessing worker
  * started below one with the same rank (a DataLoader's spawned worker;
  * not the ranks a launcher spawns). Its summary goes only where

@@ -61,7 +61,7 @@ static int summary_target(int cross_rank)
     char *path = summary_name;
     int to = cfg->summary_to;
 
-    if (to == PROF_TO_FILE && prof_rt_below() && !prof_path_has_pid(cfg->summary_path))
+    if (to == PROF_TO_FILE && prof_rt_path_is_parents(cfg->summary_path))
         /* A file without %p is the parent's: never written here. A worker's
          * table is the parent's to count; another program's goes to stderr. */
         to = prof_rt_is_worker() ? PROF_TO_OFF : PROF_TO_STDERR;

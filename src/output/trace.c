@@ -264,7 +264,7 @@ int prof_trace_open(void)
         prof_log("PROF_TRACE: path too long; tracing is off");
         return -ENAMETOOLONG;
     }
-    if (prof_rt_below() != 0 && !prof_path_has_pid(cfg->trace_path)) {
+    if (prof_rt_path_is_parents(cfg->trace_path)) {
         /* A path without %p is the file of the process this one was
          * started below (a worker): opening it again would cut that file
          * and interleave two writers. A worker's parent says so in its
