@@ -35,7 +35,10 @@ SCRIPT = """
             p.start()
             p.join()
             ranks.append(p.pid)
-        sub = subprocess.run([sys.executable, "-c", "import prof\\nwith prof.zone('sub_zone'): pass"])
+        # A copy of os.environ, as scripts often pass: it still says whose
+        # the trace is.
+        sub = subprocess.run([sys.executable, "-c", "import prof\\nwith prof.zone('sub_zone'): pass"],
+                             env=dict(os.environ))
         with prof.zone("parent_zone"):
             pass
         print("parent", os.getpid(), "workers", *workers, "ranks", *ranks)
