@@ -183,6 +183,33 @@ def _at_exit():
 # ---------------------------------------------------------------------------
 # forward: Module.__call__
 
+_loop_cache = {}
+
+
+def _loop_names(code):
+    """The variables a ``for`` loop of code binds (``for t in
+    self.transforms: img = t(img)``): each turn binds another module to
+    the name, so it names none of them (their class does)."""
+    names = _loop_cache.get(code)
+    if names is None:
+        import dis
+
+        names = set()
+        target = False      # in a loop's target (``for i, t in ...`` unpacks)
+        try:
+            for ins in dis.get_instructions(code):
+                if ins.opname == "FOR_ITER":
+                    target = True
+                elif target and ins.opname.startswith("STORE_"):
+                    names.add(ins.argval)
+                elif not (target and ins.opname.startswith("UNPACK_")):
+                    target = False
+        except Exception:
+            pass
+        _loop_cache[code] = names
+    return names
+
+
 def _binding_name(mod, frame):
     """The name the calling code knows the module by: a local or global
     variable bound to it, or an attribute of a local (``self.model``)."""
@@ -191,9 +218,10 @@ def _binding_name(mod, frame):
         f = f.f_back
     if f is None:
         return None
+    loop = _loop_names(f.f_code)
     for scope in (f.f_locals, f.f_globals):
         for k, v in list(scope.items()):
-            if v is mod and k != "self" and not k.startswith("_"):
+            if v is mod and k != "self" and not k.startswith("_") and k not in loop:
                 return k
     for v in list(f.f_locals.values()):
         try:

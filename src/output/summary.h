@@ -27,6 +27,8 @@ struct prof_children_ended {
     uint64_t unwatched;                     /* forked children in this tree
                                                that found the table full */
     uint32_t slots;                         /* the table's slots */
+    uint64_t recorded;                      /* forked children of this process
+                                               that recorded, whole run */
 };
 
 /* Where the summary learns of them: a hook the floor above installs

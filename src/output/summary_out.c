@@ -55,14 +55,20 @@ static int summary_is_trace(const char *path)
            a.st_ino == b.st_ino;
 }
 
-static int summary_target(void)
+static int summary_target(int cross_rank)
 {
     const struct prof_config *cfg = prof_config_get();
     char *path = summary_name;
     int to = cfg->summary_to;
 
-    if (to == PROF_TO_FILE && prof_rt.forked_from && !prof_path_has_pid(cfg->summary_path))
-        to = PROF_TO_STDERR;   /* a forked child must not write into the parent's file */
+    if (to == PROF_TO_FILE && prof_rt_path_is_parents(cfg->summary_path))
+        /* A file without %p is the parent's: never written here. A worker's
+         * table is the parent's to count; another program's goes to stderr. */
+        to = prof_rt_is_worker() ? PROF_TO_OFF : PROF_TO_STDERR;
+    else if (!cross_rank && prof_rt_is_worker() && !cfg->summary_set)
+        /* One table a run: a worker's only where PROF_SUMMARY sends it.
+         * The cross-rank table is the job's, whichever process makes it. */
+        to = PROF_TO_OFF;
     switch (to) {
     case PROF_TO_OFF:
         return -1;
@@ -252,7 +258,7 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
         prof_writer_handler_leave();
         return;
     }
-    fd = summary_target();
+    fd = summary_target(p->cross_rank);
     if (fd < 0 && summary_failed)
         fd = STDERR_FILENO;
     if (fd < 0 || (err = prof_write_full(fd, p->text.data, p->text.len, NULL)) == 0)

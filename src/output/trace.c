@@ -267,6 +267,20 @@ int prof_trace_open(void)
         prof_log("PROF_TRACE: path too long; tracing is off");
         return -ENAMETOOLONG;
     }
+    if (prof_rt_path_is_parents(cfg->trace_path)) {
+        /* A path without %p is the file of the process this one was
+         * started below (a worker): opening it again would cut that file
+         * and interleave two writers. A worker's parent says so in its
+         * summary; any other process says it here. */
+        static int logged;
+
+        state = CAPPED;
+        if (!prof_rt_is_worker())
+            prof_log_once(&logged, "trace %s: this process was started below prof process %u, "
+                          "whose trace it is (PROF_TRACE has no %%p); no trace here (%%p in the "
+                          "path gives each process its own)", path, (unsigned)prof_rt_below());
+        return 0;
+    }
     if ((err = prof_trace_out_open(path)) != 0)
         return err;
     state = ON;

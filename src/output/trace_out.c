@@ -87,6 +87,7 @@ static int wstate = W_CLOSED;
 static int writer_tid;           /* who holds WRITING, or ENDED for the close */
 static int ended_by_signal;
 static int signal_fd = -1;       /* fd as the signal path may see it */
+static pid_t fd_pid;             /* the process that opened fd: no other writes to it */
 static unsigned char end_bytes[64];   /* what the signal path writes */
 static size_t end_len;
 
@@ -164,6 +165,7 @@ int prof_trace_out_open(char *p)
         return -err;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    fd_pid = getpid();
     snprintf(path, sizeof path, "%s", p);
     __atomic_store_n(&written, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&raw_written, 0, __ATOMIC_RELAXED);
@@ -194,8 +196,24 @@ static void set_writer(void)
 static void write_all(const char *p, size_t n)
 {
     size_t done;
-    int err = prof_write_full(fd, p, n, &done);
     char q[PROF_LOG_VALUE_SIZE];
+    int err;
+
+    if (getpid() != fd_pid) {
+        /* Another process's descriptor (a fork's copy that its handlers
+         * did not get to forget): its file is that process's alone. */
+        static int logged;
+
+        prof_log_once(&logged, "trace %s: opened by pid %d, not this process (%d); nothing "
+                      "written to it here", path_said(q, path), (int)fd_pid, (int)getpid());
+        __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+        close(fd);
+        fd = -1;
+        __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    err = prof_write_full(fd, p, n, &done);
 
     __atomic_add_fetch(&written, (uint64_t)done, __ATOMIC_RELAXED);
     prof_writer_progress();
@@ -625,7 +643,7 @@ void prof_trace_out_close_from_signal(void)
             int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
 
             __atomic_store_n(&ended_by_signal, 1, __ATOMIC_RELEASE);
-            if (f >= 0 && write(f, end_bytes, end_len) < 0) {
+            if (f >= 0 && getpid() == fd_pid && write(f, end_bytes, end_len) < 0) {
                 /* Nothing more a signal handler may do. */
             }
             return;
