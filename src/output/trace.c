@@ -187,9 +187,9 @@ void prof_trace_flush(void)
     prof_trace_out_queue(&buf);
 }
 
-void prof_trace_write(void)
+int prof_trace_write(void)
 {
-    prof_trace_out_write();
+    return prof_trace_out_write();
 }
 
 int prof_trace_pending(void)
@@ -264,12 +264,11 @@ int prof_trace_open(void)
         prof_log("PROF_TRACE: path too long; tracing is off");
         return -ENAMETOOLONG;
     }
-    if ((err = prof_trace_out_open(path)) != 0)
-        return err;
-    state = ON;
     stop_at = within_len = 0;
     gen++;
-    pad_pages = !prof_trace_out_is_gz();
+    /* Placement of the opening does not depend on it (it starts the
+     * file); set again once the open says whether it is gzip. */
+    pad_pages = 0;
     text_out = nevents = nonfinite = 0;
     nstreams = 0;
     last_dropped = 0;
@@ -284,12 +283,28 @@ int prof_trace_open(void)
     n = (size_t)snprintf(pid_text, sizeof pid_text, ",\"pid\":%d,\"tid\":",
                          (int)prof_process_get()->pid);
     pid_len = n < sizeof pid_text ? n : sizeof pid_text - 1;
-    /* The header is written at once: a process killed right after its
-     * first zone still leaves "[" and the metadata (and only with it out
-     * may the signal path end the file). */
+    /* The opening ("[" and the metadata) is formatted before the file is
+     * made and written by the open itself: a process killed right after
+     * the file appears still leaves "[" and the metadata (and only with
+     * them out may the signal path end the file). */
+    buf.len = 0;
+    buf.failed = 0;
     header();
-    prof_trace_flush();
-    prof_trace_out_write();
+    event_place();
+    if (buf.failed) {
+        prof_log("trace %s: out of memory; tracing is off", path);
+        buf.len = 0;
+        buf.failed = 0;
+        return -ENOMEM;
+    }
+    n = buf.len;
+    if ((err = prof_trace_out_open(path, &buf)) != 0) {
+        buf.len = 0;
+        return err;
+    }
+    state = ON;
+    text_out = n;
+    pad_pages = !prof_trace_out_is_gz();
     return 0;
 }
 
