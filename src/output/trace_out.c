@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -133,33 +134,76 @@ static int ends_with_gz(const char *s)
 
 static int trace_service(void);
 
-/* The opening (write_lock held, the file just opened, fd still
- * O_NONBLOCK): written on the opening thread at once, so that a process
- * killed a moment later leaves "[" and the metadata, not an empty file
- * (handing it to a writer thread that was just created left the file empty
- * for tens of ms on a loaded machine). Without blocking: a FIFO whose pipe
- * is full takes the rest later, from the writer (carry). 0, or a negative
- * errno (said). */
-static int write_opening(struct prof_buf *o)
+/* The opening's bytes as they go to the file (compressed for gz), in
+ * *data, *len (write_lock held). 0, or -ENOMEM (said). */
+static int opening_bytes(struct prof_buf *o, const char **data, size_t *len)
 {
-    const char *data = o->data;
-    size_t len = o->len, done = 0;
+    *data = o->data;
+    *len = o->len;
+    if (gz == NULL || o->len == 0)
+        return 0;
+    zbuf.len = 0;
+    if (prof_gz_write(gz, o->data, o->len, 0, &zbuf) != 0) {
+        prof_log("trace %s: out of memory compressing its opening; tracing is off", path);
+        zbuf.failed = 0;
+        return -ENOMEM;
+    }
+    end_len = prof_gz_end_bytes(gz, END_TEXT, 3, end_bytes);
+    *data = zbuf.data;
+    *len = zbuf.len;
+    return 0;
+}
+
+/* A path that does not exist yet appears with the opening already in it:
+ * the file is made unnamed in its directory (O_TMPFILE), written, and then
+ * linked at the path, so that no process killed at any moment leaves it
+ * empty. The descriptor, or -1 where that cannot be done (the path exists:
+ * a file to truncate, a FIFO, a symbolic link to refuse; no O_TMPFILE on
+ * the file system; no /proc; a write that failed): the caller then opens
+ * the path as before. */
+static int open_linked(const char *p, const char *data, size_t len)
+{
+    char dir[sizeof path], proc[64];
+    const char *slash = strrchr(p, '/');
+    struct stat st;
+    size_t done;
+    int f;
+
+    if (len == 0 || lstat(p, &st) == 0 || errno != ENOENT)
+        return -1;
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == p)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - p), p);
+    f = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (f < 0)
+        return -1;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", f);
+    if (prof_write_full(f, data, len, &done) != 0 ||
+        linkat(AT_FDCWD, proc, AT_FDCWD, p, AT_SYMLINK_FOLLOW) != 0) {
+        close(f);
+        return -1;
+    }
+    return f;
+}
+
+/* The opening on a path opened as before (write_lock held, fd still
+ * O_NONBLOCK): written on the opening thread at once, so that a process
+ * killed a moment later leaves "[" and the metadata (handing it to a
+ * writer thread that was just created left the file empty for tens of ms
+ * on a loaded machine). Without blocking: a FIFO whose pipe is full takes
+ * the rest later, from the writer (carry). 0, or a negative errno
+ * (said). */
+static int write_opening(const char *data, size_t len)
+{
+    size_t done = 0;
     int err;
 
     carry.len = 0;
     if (len == 0)
         return 0;
-    if (gz != NULL) {
-        zbuf.len = 0;
-        if (prof_gz_write(gz, o->data, o->len, 0, &zbuf) != 0) {
-            prof_log("trace %s: out of memory compressing its opening; tracing is off", path);
-            zbuf.failed = 0;
-            return -ENOMEM;
-        }
-        data = zbuf.data;
-        len = zbuf.len;
-        end_len = prof_gz_end_bytes(gz, END_TEXT, 3, end_bytes);
-    }
     err = prof_write_full(fd, data, len, &done);
     if (err == -EAGAIN) {
         prof_buf_put(&carry, data + done, len - done);
@@ -173,14 +217,14 @@ static int write_opening(struct prof_buf *o)
         return err;
     }
     __atomic_store_n(&written, (uint64_t)done, __ATOMIC_RELAXED);
-    __atomic_store_n(&raw_written, (uint64_t)o->len, __ATOMIC_RELAXED);
     return 0;
 }
 
 int prof_trace_out_open(char *p, struct prof_buf *opening)
 {
     static int zlib_note;
-    const char *why;
+    const char *why, *data;
+    size_t len;
     int err;
 
     pthread_mutex_lock(&write_lock);
@@ -195,36 +239,38 @@ int prof_trace_out_open(char *p, struct prof_buf *opening)
                           p, why, p);
         }
     }
-    /* O_NONBLOCK for the open and the opening only: a FIFO with no reader
-     * fails (ENXIO) instead of hanging the thread that recorded the first
-     * zone, and one whose pipe is full does not hang it either. */
-    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (fd < 0) {
-        err = errno;
-        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", p,
-                 strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
-                 "does not follow" : "");
-        prof_gz_free(gz);
-        gz = NULL;
-        pthread_mutex_unlock(&write_lock);
-        return -err;
-    }
     snprintf(path, sizeof path, "%s", p);
     __atomic_store_n(&written, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&raw_written, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&failed, 0, __ATOMIC_RELAXED);
     memcpy(end_bytes, END_TEXT, 3);
     end_len = 3;
-    if ((err = write_opening(opening)) != 0) {
-        close(fd);
-        fd = -1;
-        prof_buf_free(&zbuf);
-        prof_gz_free(gz);
-        gz = NULL;
-        pthread_mutex_unlock(&write_lock);
-        return err;
+    carry.len = 0;
+    if ((err = opening_bytes(opening, &data, &len)) != 0)
+        goto fail;
+    if ((fd = open_linked(p, data, len)) >= 0) {
+        __atomic_store_n(&written, (uint64_t)len, __ATOMIC_RELAXED);
+    } else {
+        /* O_NONBLOCK for the open and the opening only: a FIFO with no
+         * reader fails (ENXIO) instead of hanging the thread that recorded
+         * the first zone, and one whose pipe is full does not hang it
+         * either. */
+        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        if (fd < 0) {
+            err = -errno;
+            prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on", p,
+                     strerror(-err), err == -ELOOP ? ": the path is a symbolic link, which "
+                     "prof does not follow" : "");
+            goto fail;
+        }
+        if ((err = write_opening(data, len)) != 0) {
+            close(fd);
+            fd = -1;
+            goto fail;
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    __atomic_store_n(&raw_written, (uint64_t)opening->len, __ATOMIC_RELAXED);
     __atomic_store_n(&ended_by_signal, 0, __ATOMIC_RELAXED);
     pthread_mutex_lock(&queue_lock);
     text_total = queued_end = text_done = opening->len;
@@ -240,6 +286,12 @@ int prof_trace_out_open(char *p, struct prof_buf *opening)
     if (carry.len != 0)
         prof_writer_kick(trace_service);
     return 0;
+fail:
+    prof_buf_free(&zbuf);
+    prof_gz_free(gz);
+    gz = NULL;
+    pthread_mutex_unlock(&write_lock);
+    return err;
 }
 
 /* The thread that holds WRITING (or ENDED, closing): a signal handler on
