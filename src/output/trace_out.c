@@ -225,7 +225,7 @@ int prof_trace_out_open(char *p, struct prof_buf *opening)
     static int zlib_note;
     const char *why, *data;
     size_t len;
-    int err;
+    int err, left;
 
     pthread_mutex_lock(&write_lock);
     if (ends_with_gz(p)) {
@@ -279,11 +279,12 @@ int prof_trace_out_open(char *p, struct prof_buf *opening)
     pthread_mutex_unlock(&queue_lock);
     opening->len = 0;
     /* Only once the opening is out may the signal path write the end. */
-    if (carry.len == 0)
+    left = carry.len != 0;
+    if (!left)
         __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
     __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&write_lock);
-    if (carry.len != 0)
+    if (left)
         prof_writer_kick(trace_service);
     return 0;
 fail:
@@ -613,7 +614,7 @@ static void trace_kick(void)
     int work;
 
     pthread_mutex_lock(&queue_lock);
-    work = head != NULL || abandon_wanted || end_wanted || carry.len != 0;
+    work = head != NULL || abandon_wanted || end_wanted;
     pthread_mutex_unlock(&queue_lock);
     if (work)
         prof_writer_kick(trace_service);
