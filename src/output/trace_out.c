@@ -581,6 +581,9 @@ static int trace_service(void)
         }
         writing = NULL;
         pthread_mutex_unlock(&queue_lock);
+        /* Once text_done is moved: a prof_flush waiting for this batch
+         * (prof_writer_wait) is woken only now, and sees it written. */
+        prof_writer_progress();
     }
     pthread_mutex_lock(&queue_lock);
     end = end_wanted && head == NULL;
