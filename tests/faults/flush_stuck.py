@@ -154,7 +154,7 @@ def run(exe, mode):
 
 def main():
     exe = sys.argv[1]
-    modes = sys.argv[3:] or ['summary', 'trace', 'ranks']
+    modes = sys.argv[2:] or ['summary', 'trace', 'ranks']
 
     for mode in modes:
         if run(exe, mode) != 0:
