@@ -9,6 +9,8 @@
  *
  *   FREE -> CLAIMING -> RUNNING <-> FINISHED      (the child)
  *                       RUNNING  -> CLOSED        (the child's signal path)
+ *                       CLOSED   -> FINISHED, RUNNING   (the child: its final
+ *                                   report; a restart)
  *   RUNNING, CLOSED, FINISHED -> FREE             (the parent, child gone)
  *
  * The parent and pid fields and the trace path are written by the child
@@ -149,12 +151,20 @@ void prof_children_join(uint32_t forked_from)
     if (table == NULL || forked_from == 0)
         return;
     if (mine_pid == pid) {
-        /* Started again after a final report: running again. */
+        /* Started again after a final report (FINISHED), or after the
+         * signal path ended the trace (CLOSED): running again, in the same
+         * slot. A second slot would leave the first one behind, CLOSED, and
+         * the parent would say a worker that finished ended before it. */
         uint64_t expect = word(pid, FINISHED);
 
         if (__atomic_compare_exchange_n(&mine->word, &expect, word(pid, RUNNING), 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ||
             expect == word(pid, RUNNING))
+            return;
+        if (expect == word(pid, CLOSED) &&
+            (__atomic_compare_exchange_n(&mine->word, &expect, word(pid, RUNNING), 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ||
+             expect == word(pid, RUNNING)))
             return;
     }
     __atomic_store_n(&mine_pid, 0, __ATOMIC_RELAXED);

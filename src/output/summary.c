@@ -23,6 +23,7 @@ struct view {
     uint64_t wall_ns;            /* wall time of what is shown */
     uint64_t steps;              /* steps in what is shown */
     uint64_t step;               /* the step the summary is taken at */
+    uint64_t timed;              /* time windows shown (PROF_SUMMARY_EVERY=10s) */
 };
 
 /* A step window normally holds PROF_SUMMARY_EVERY=N steps. When steps
@@ -34,6 +35,8 @@ static uint64_t merged_windows(const struct view *v)
 {
     uint64_t every = prof_config_get()->every_steps;
 
+    if (v->window && !every && v->timed > 1)
+        return v->timed;
     return v->window && every && v->steps > every ? (v->steps + every - 1) / every : 1;
 }
 
@@ -64,7 +67,10 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
         prof_buf_printf(b, ", step %llu: last %llu step%s in %s; run %s",
                         (unsigned long long)v->step, (unsigned long long)v->steps,
                         plural(v->steps), win, run);
-        if (n > 1)
+        if (n > 1 && !prof_config_get()->every_steps)
+            prof_buf_printf(b, " (%llu windows in one: the summaries' writer was behind)",
+                            (unsigned long long)n);
+        else if (n > 1)
             prof_buf_printf(b, " (%llu windows in one, steps %llu to %llu: faster than their "
                             "summaries, or their step records were dropped)", (unsigned long long)n,
                             (unsigned long long)(v->step - v->steps + 1),
@@ -342,11 +348,11 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
 }
 
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
-                         uint64_t step, uint64_t now)
+                         uint64_t step, uint64_t now, uint64_t windows)
 {
-    struct view run = {0, now > prof_rt.start_ns ? now - prof_rt.start_ns : 0, step, step};
+    struct view run = {0, now > prof_rt.start_ns ? now - prof_rt.start_ns : 0, step, step, 1};
     struct view win = {1, now > prof_rt.window_start_ns ? now - prof_rt.window_start_ns : 0,
-                       step - prof_rt.window_start_step, step};
+                       step - prof_rt.window_start_step, step, windows};
     const struct view *shown = kind == PROF_KIND_PERIODIC ? &win : &run;
     struct prof_rows rows;
 

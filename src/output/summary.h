@@ -11,9 +11,12 @@ enum prof_summary_kind { PROF_KIND_PERIODIC = 1, PROF_KIND_FINAL = 2, PROF_KIND_
 
 /* Append the summary to b, as of step `step` and time `now_ns`. A periodic
  * summary shows the current window (and the whole run in its header and
- * JSON); the others the whole run. */
+ * JSON); the others the whole run. windows: for a periodic summary by time
+ * (PROF_SUMMARY_EVERY=10s), the periods its window covers (1, or more when
+ * the summaries due meanwhile were not made: the writer was behind);
+ * merged_windows says it. Step windows count their steps instead. */
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
-                         uint64_t step, uint64_t now_ns);
+                         uint64_t step, uint64_t now_ns, uint64_t windows);
 
 
 /* Forked workers that ended before they could finish, as the summary

@@ -164,11 +164,81 @@ def stuck_readers(exe, tc, with_trace):
     return 0
 
 
+def merged_time_windows(exe):
+    """Time-based summaries in JSON (PROF_SUMMARY_EVERY=2ms) on a stdout
+    that nobody reads for 2 s, then is read while the program goes on for
+    0.5 s (issue 36): while the queue is full the windows really merge, and
+    the summary made once it has room must say how many periods its window
+    holds (merged_windows); before, it said 1 for every time-based summary. Exact, whatever the timing: each period
+    whose summary was not made is counted once at exit ("behind N times")
+    and once in the next periodic summary's merged_windows (the periods
+    after the last periodic summary are in no window: the final summary
+    covers the run), so the periodic summaries' merged_windows add up to
+    their count plus at most N, and to more than their count when N > 0."""
+    import json
+    with tempfile.TemporaryDirectory(prefix='prof-merged-') as d:
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, F_SETPIPE_SZ, 4096)
+        except OSError:
+            pass
+        env = {k: v for k, v in os.environ.items() if not k.startswith('PROF')}
+        env.update(PROF='1', PROF_SUMMARY='stdout', PROF_SUMMARY_EVERY='2ms',
+                   PROF_SUMMARY_FORMAT='json', PROF_BUFFER='1M')
+        p = subprocess.Popen([exe, 'summary', d, '2', '0.5'], env=env, stdout=w,
+                             stderr=subprocess.PIPE)
+        os.close(w)
+        err = []
+        et = threading.Thread(target=lambda: err.append(p.stderr.read()))
+        et.start()
+        done = os.path.join(d, 'done')
+        end = time.monotonic() + 2 + HANG_S
+        while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        out = []
+        read_all(r, out)
+        try:
+            p.wait(timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            print('FAIL: the program did not exit')
+            return 1
+        et.join()
+        stderr = err[0].decode(errors='replace') if err else ''
+        if p.returncode != 0:
+            print(f'FAIL: exit status {p.returncode}\n{stderr[-2000:]}')
+            return 1
+        periodic = []
+        for line in b''.join(out).decode(errors='replace').splitlines():
+            if line.startswith('{'):
+                o = json.loads(line)
+                if o.get('kind') == 'periodic':
+                    periodic.append(o)
+        m = re.search(r'writer was behind \(PROF_SUMMARY\'s reader\) (\d+) times', stderr)
+        behind = int(m.group(1)) if m else 0
+        merged = [o['merged_windows'] for o in periodic]
+        widest = max(merged, default=0)
+        print(f'time windows, stdout not read for 2 s: {len(periodic)} periodic summaries, '
+              f'{behind} not made (said at exit), merged_windows add up to {sum(merged)}, '
+              f'the widest holds {widest}')
+        if behind == 0:
+            print(f'FAIL: the queue never filled (no "behind N times" line):\n{stderr[-2000:]}')
+            return 1
+        if not len(periodic) < sum(merged) <= len(periodic) + behind:
+            print(f'FAIL: merged_windows add up to {sum(merged)} over {len(periodic)} periodic '
+                  f'summaries, with {behind} not made: the merge is not said')
+            return 1
+    return 0
+
+
 def main():
     exe, tc_path = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.dirname(os.path.abspath(tc_path)))
     import trace_check as tc
 
+    if merged_time_windows(exe) != 0:
+        return 1
     for with_trace in (False, True):
         if stuck_readers(exe, tc, with_trace) != 0:
             return 1
