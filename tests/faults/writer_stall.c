@@ -18,11 +18,12 @@
  *     writer_stall summary DIR SECONDS
  *
  * Records zones at about 1 M a second (under a sanitizer 250 k, 50 k with
- * a trace) for
- * SECONDS, with PROF_SUMMARY=stdout on a pipe nobody reads (and maybe a
- * trace to a FIFO nobody reads): writes the zones made to DIR/made, then
- * creates DIR/done (the reader starts reading) and exits normally; the
- * final summary must count every zone. */
+ * a trace) for SECONDS and then until DIR/stop exists (the reader makes it
+ * once what it waits for happened: how long that takes is the scheduler's),
+ * with PROF_SUMMARY=stdout on a pipe nobody reads (and maybe a trace to a
+ * FIFO nobody reads): writes the zones made to DIR/made, then creates
+ * DIR/done (the reader starts reading) and exits normally; the final
+ * summary must count every zone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,14 +76,15 @@ static int stall_summary(const char *dir, double seconds)
      * keeps up with when nothing is stuck. */
     const double rate = !UNDER_SANITIZER ? 1e6 : getenv("PROF_TRACE") ? 50e3 : 250e3;
     struct timespec nap = {0, 100 * 1000};
-    char made_path[4096], done_path[4096];
+    char made_path[4096], done_path[4096], stop_path[4096];
     double t0 = now_ms(), t;
     long long made = 0;
     FILE *f;
 
     snprintf(made_path, sizeof made_path, "%s/made", dir);
     snprintf(done_path, sizeof done_path, "%s/done", dir);
-    while ((t = now_ms() - t0) < seconds * 1e3) {
+    snprintf(stop_path, sizeof stop_path, "%s/stop", dir);
+    while ((t = now_ms() - t0) < seconds * 1e3 || access(stop_path, F_OK) != 0) {
         if (made >= (long long)(rate * t / 1e3)) {
             nanosleep(&nap, NULL);
             continue;
