@@ -277,7 +277,7 @@ int prof_trace_open(void)
 
         state = CAPPED;
         if (!prof_rt_is_worker())
-            prof_log_once(&logged, "%s: this process was started below prof process %u, "
+            prof_log_once(&logged, "trace %s: this process was started below prof process %u, "
                           "whose trace it is (PROF_TRACE has no %%p); no trace here (%%p in the "
                           "path gives each process its own)", prof_log_value(q, sizeof q, "PROF_TRACE", path), (unsigned)prof_rt_below());
         return 0;

@@ -18,12 +18,14 @@
  *     writer_stall summary DIR SECONDS [AFTER]
  *
  * Records zones at about 1 M a second (under a sanitizer 250 k, 50 k with
- * a trace) for
- * SECONDS, with PROF_SUMMARY=stdout on a pipe nobody reads (and maybe a
- * trace to a FIFO nobody reads), then creates DIR/done (the reader starts
- * reading), records AFTER seconds more (0 if not given) while it reads,
- * writes the zones made to DIR/made and exits normally; the final summary
- * must count every zone. */
+ * a trace) for SECONDS and then until DIR/stop exists (the reader makes it
+ * once what it waits for happened: how long that takes is the scheduler's),
+ * with PROF_SUMMARY=stdout on a pipe nobody reads (and maybe a trace to a
+ * FIFO nobody reads). Without AFTER: writes the zones made to DIR/made,
+ * then creates DIR/done (the reader starts reading). With AFTER: creates
+ * DIR/done, records AFTER seconds more while the reader reads, then writes
+ * DIR/made. Then it exits normally; the final summary must count every
+ * zone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +69,9 @@ static double timed_stats(void)
 #endif
 
 /* Zones at a steady rate (bursts of 1,000 kept on schedule, a short sleep
- * when ahead) for `seconds`; returns how many. */
-static long long zones_for(double seconds)
+ * when ahead) for `seconds`, and then until the file stop exists (NULL:
+ * not); returns how many. */
+static long long zones_for(double seconds, const char *stop)
 {
     const char *name = prof_intern("stall_zone");
     /* Under a sanitizer the collector is several times slower, and more
@@ -79,7 +82,7 @@ static long long zones_for(double seconds)
     double t0 = now_ms(), t;
     long long made = 0;
 
-    while ((t = now_ms() - t0) < seconds * 1e3) {
+    while ((t = now_ms() - t0) < seconds * 1e3 || (stop != NULL && access(stop, F_OK) != 0)) {
         if (made >= (long long)(rate * t / 1e3)) {
             nanosleep(&nap, NULL);
             continue;
@@ -92,25 +95,34 @@ static long long zones_for(double seconds)
     return made;
 }
 
-/* Zones while stdout and the trace are not read, then while they are. */
+/* Zones while stdout and the trace are not read, then maybe while they
+ * are. */
 static int stall_summary(const char *dir, double seconds, double after)
 {
-    char made_path[4096], done_path[4096];
+    char made_path[4096], done_path[4096], stop_path[4096];
     double t0 = now_ms();
     long long made;
     FILE *f;
 
     snprintf(made_path, sizeof made_path, "%s/made", dir);
     snprintf(done_path, sizeof done_path, "%s/done", dir);
-    made = zones_for(seconds);
-    f = fopen(done_path, "w");
-    CHECK(f != NULL);
-    fclose(f);
-    made += zones_for(after);
+    snprintf(stop_path, sizeof stop_path, "%s/stop", dir);
+    made = zones_for(seconds, stop_path);
+    if (after > 0) {
+        f = fopen(done_path, "w");
+        CHECK(f != NULL);
+        fclose(f);
+        made += zones_for(after, NULL);
+    }
     f = fopen(made_path, "w");
     CHECK(f != NULL);
     fprintf(f, "%lld %.3f\n", made, (now_ms() - t0) / 1e3);
     fclose(f);
+    if (after <= 0) {
+        f = fopen(done_path, "w");
+        CHECK(f != NULL);
+        fclose(f);
+    }
     return 0;   /* the final summary at exit */
 }
 

@@ -78,16 +78,35 @@ def stuck_readers(exe, tc, with_trace):
         env.update(PROF='1', PROF_SUMMARY='stdout', PROF_SUMMARY_EVERY='20ms', PROF_BUFFER='1M')
         if with_trace:
             env['PROF_TRACE'] = fifo
+        # The program runs `seconds`, then until DIR/stop: with stdout
+        # alone, until it said that periodic summaries are merged (the
+        # queue of 256 is full: 5 s of 20 ms summaries on a quiet machine,
+        # longer on a loaded one, where the collector makes them late).
+        stop = os.path.join(d, 'stop')
+        merged_said = 'periodic summaries are merged'
+        if with_trace:
+            open(stop, 'w').close()
         p = subprocess.Popen([exe, 'summary', d, str(seconds)], env=env, stdout=w,
                              stderr=subprocess.PIPE)
         os.close(w)
         err = []
-        et = threading.Thread(target=lambda: err.append(p.stderr.read()))
+
+        def read_err():
+            for line in p.stderr:
+                err.append(line)
+                if merged_said.encode() in line and not os.path.exists(stop):
+                    open(stop, 'w').close()
+        et = threading.Thread(target=read_err)
         et.start()
         done = os.path.join(d, 'done')
         end = time.monotonic() + seconds + HANG_S
         while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
             time.sleep(0.05)
+        if not os.path.exists(stop):
+            open(stop, 'w').close()     # the hang guard: never said (a FAIL below)
+            while not os.path.exists(done) and p.poll() is None and \
+                    time.monotonic() < end + HANG_S:
+                time.sleep(0.05)
         out, trace = [], []
         # Now read both to their ends (the final summary and the trace's
         # end come once the writer can write).
@@ -103,7 +122,7 @@ def stuck_readers(exe, tc, with_trace):
             print('FAIL: the program did not exit')
             return 1
         et.join()
-        stderr = err[0].decode(errors='replace') if err else ''
+        stderr = b''.join(err).decode(errors='replace')
         text = b''.join(out).decode(errors='replace')
         if p.returncode != 0 or not os.path.exists(done):
             print(f'FAIL: exit status {p.returncode}\n{stderr[-2000:]}')
@@ -111,8 +130,9 @@ def stuck_readers(exe, tc, with_trace):
         made = int(open(os.path.join(d, 'made')).read().split()[0])
         finals = [m.start() for m in re.finditer(r'^prof summary: .*final:', text, re.M)]
         periodic = len(re.findall(r'^prof summary: .*, step [0-9]+: ', text, re.M))
+        made_s = float(open(os.path.join(d, 'made')).read().split()[1])
         print(f'{"stdout and trace" if with_trace else "stdout"} not read: '
-              f'{made} zones made in {seconds:.1f} s; stdout: {len(text)} bytes, '
+              f'{made} zones made in {made_s:.1f} s; stdout: {len(text)} bytes, '
               f'{periodic} periodic summaries, {len(finals)} final')
         if len(finals) != 1:
             print(f'FAIL: {len(finals)} final summaries on stdout, want 1\n'
@@ -185,16 +205,32 @@ def merged_time_windows(exe):
         env = {k: v for k, v in os.environ.items() if not k.startswith('PROF')}
         env.update(PROF='1', PROF_SUMMARY='stdout', PROF_SUMMARY_EVERY='2ms',
                    PROF_SUMMARY_FORMAT='json', PROF_BUFFER='1M')
+        # The program runs 2 s, then until DIR/stop: until it said that
+        # periodic summaries are merged (the queue is full; later on a
+        # loaded machine, where the collector makes them late).
+        stop = os.path.join(d, 'stop')
+        merged_said = 'periodic summaries are merged'
         p = subprocess.Popen([exe, 'summary', d, '2', '0.5'], env=env, stdout=w,
                              stderr=subprocess.PIPE)
         os.close(w)
         err = []
-        et = threading.Thread(target=lambda: err.append(p.stderr.read()))
+
+        def read_err():
+            for line in p.stderr:
+                err.append(line)
+                if merged_said.encode() in line and not os.path.exists(stop):
+                    open(stop, 'w').close()
+        et = threading.Thread(target=read_err)
         et.start()
         done = os.path.join(d, 'done')
         end = time.monotonic() + 2 + HANG_S
         while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
             time.sleep(0.05)
+        if not os.path.exists(stop):
+            open(stop, 'w').close()     # the hang guard: never said (a FAIL below)
+            while not os.path.exists(done) and p.poll() is None and \
+                    time.monotonic() < end + HANG_S:
+                time.sleep(0.05)
         out = []
         read_all(r, out)
         try:
@@ -205,7 +241,7 @@ def merged_time_windows(exe):
             print('FAIL: the program did not exit')
             return 1
         et.join()
-        stderr = err[0].decode(errors='replace') if err else ''
+        stderr = b''.join(err).decode(errors='replace')
         if p.returncode != 0:
             print(f'FAIL: exit status {p.returncode}\n{stderr[-2000:]}')
             return 1
