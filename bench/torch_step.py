@@ -19,7 +19,9 @@ Two figures, each against a baseline measured in the same run:
   call   ns per nn.Module call (an nn.Identity, so the call is all there is):
          plain; with prof's patched Module.__call__ for a module prof does
          not time (every module below the depth pays this); for a module
-         it times (a zone); and, for comparison, with torch's global
+         it times (a zone); for a root, a module the script calls itself
+         (the model: the step boundary check, train or eval, a zone); and,
+         for comparison, with torch's global
          forward pre- and post-hooks (the other way to see every call),
          each minus the plain call; the minimum of interleaved repeats.
 
@@ -27,6 +29,9 @@ The last line has a fixed form for scripts:
   prof-bench torch: step_plain_ms=<ms> step_prof_ms=<ms> ratio=<x> inproc_ratio=<x> untimed_ns=<ns> zone_ns=<ns> global_hooks_ns=<ns>
 
 Run: PYTHONPATH=build/python python3 bench/torch_step.py [--quick]
+     ... bench/torch_step.py --calls [--torch-file OLD/_torch.py]: the
+     per-call figures only, with prof._torch loaded from that file (to
+     compare two versions of it, alternated, on the same build)
 (Debian's /usr/bin/python3 with python3-torch; without torch it says so
 and exits 0).
 """
@@ -159,6 +164,53 @@ def inproc(blocks, per_block):
     return res
 
 
+def per_patch(blocks, per_block):
+    """inproc's pairing with one of prof's patches swapped at a time, and
+    a control that swaps none: us a step each adds (median of the pairs'
+    differences of block medians, CPU time). The control says how far
+    the pairing itself moves on this machine."""
+    import torch
+    import torch.utils.data.dataloader as dl
+
+    import prof
+    from prof import _torch
+
+    loader, model, opt = build()
+    it = batches(loader)
+    spots = [(torch.nn.Module, "__call__"), (dl._BaseDataLoaderIter, "__next__"),
+             (torch.autograd, "backward"), (type(opt), "step"),
+             (torch.optim.Optimizer, "zero_grad")]
+
+    def get(o, a):
+        return o.__dict__[a] if isinstance(o, type) else getattr(o, a)
+
+    def use(fns):
+        for (o, a), f in zip(spots, fns):
+            setattr(o, a, f)
+
+    plain = [get(o, a) for o, a in spots]
+    prof.enable(True)
+    _torch.install()
+    patched = [get(o, a) for o, a in spots]
+    steps_timed(model, opt, it, 20)
+    cases = [("control", plain)]
+    cases += [(a, [patched[i] if i == k else plain[i] for i in range(len(spots))])
+              for k, (_, a) in enumerate(spots)]
+    cases.append(("all", patched))
+    for name, sel in cases:
+        res = {False: [], True: []}
+        for b in range(blocks):
+            for on in ((False, True) if b % 2 == 0 else (True, False)):
+                use(sel if on else plain)
+                res[on].append(statistics.median(c for _, c in steps_timed(model, opt, it,
+                                                                           per_block)))
+        use(plain)
+        d = statistics.median((q - p) * 1000 for p, q in zip(res[False], res[True]))
+        print(f"per patch: {name:10s} {d:+8.1f} us a step (plain "
+              f"{statistics.median(res[False]):.3f} ms)", flush=True)
+    use(patched)
+
+
 def run_child(prof_on, steps, warmup):
     env = dict(os.environ)
     env["PROF_SUMMARY"] = "off"
@@ -168,7 +220,7 @@ def run_child(prof_on, steps, warmup):
     me = os.path.abspath(__file__)
     pre = ["-m", "prof"] if prof_on else []
     out = subprocess.run([sys.executable, *pre, me, "--child", "--steps", str(steps),
-                          "--warmup", str(warmup)],
+                          "--warmup", str(warmup), "--width", str(WIDTH)],
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -184,6 +236,7 @@ def call_costs(n, repeats):
 
     torch.set_num_threads(1)
     prof.enable(True)
+    _torch._instrument(torch)
     x = torch.zeros(1)
     installed = nn.Module.__call__
     plain_call = getattr(installed, "_prof_orig", installed)
@@ -192,6 +245,10 @@ def call_costs(n, repeats):
 
     timed_mod = nn.Identity()
     untimed_mod = nn.Identity()
+    root_mod = nn.Identity()
+    nn.Module.__call__ = patched
+    root_mod(x)                     # named, as the script's first call does
+    nn.Module.__call__ = plain_call
     _torch._remember(timed_mod, prof.zone("bench.timed"))
     _torch._tls.open = 1            # as inside a timed forward: no root naming
 
@@ -219,6 +276,15 @@ def call_costs(n, repeats):
         finally:
             nn.Module.__call__ = plain_call
 
+    def case_root():
+        nn.Module.__call__ = patched
+        _torch._tls.open = 0
+        try:
+            return loop(root_mod)
+        finally:
+            _torch._tls.open = 1
+            nn.Module.__call__ = plain_call
+
     def case_hooks():
         h1 = M.register_module_forward_pre_hook(lambda m, i: None)
         h2 = M.register_module_forward_hook(lambda m, i, o: None)
@@ -229,7 +295,7 @@ def call_costs(n, repeats):
             h2.remove()
 
     cases = {"plain": case_plain, "untimed": case_untimed, "zone": case_zone,
-             "hooks": case_hooks}
+             "root": case_root, "hooks": case_hooks}
     best = {k: float("inf") for k in cases}
     for _ in range(repeats):
         for k, f in cases.items():
@@ -237,17 +303,25 @@ def call_costs(n, repeats):
     _torch._tls.open = 0
     nn.Module.__call__ = installed
     base = best["plain"]
-    return base, {k: best[k] - base for k in ("untimed", "zone", "hooks")}
+    return base, {k: best[k] - base for k in ("untimed", "zone", "root", "hooks")}
 
 
 def main():
+    global WIDTH
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--runs", type=int, default=6, help="plain/prof pairs (alternated)")
     p.add_argument("--quick", action="store_true", help="fewer steps, runs and calls")
+    p.add_argument("--calls", action="store_true", help="the per-call figures only")
+    p.add_argument("--per-patch", action="store_true",
+                   help="one process: what each of prof's patches adds to a step, and a control")
+    p.add_argument("--width", type=int, default=WIDTH,
+                   help=f"the blocks' width (default {WIDTH}: a 10-15 ms step on the 2-core VM)")
+    p.add_argument("--torch-file", help="load prof._torch from this file (with --calls)")
     args = p.parse_args()
+    WIDTH = args.width
     # Before prof loads in this process (inproc, call): no table at exit.
     os.environ.setdefault("PROF_SUMMARY", "off")
     os.environ.setdefault("PROF_LIVE", "0")
@@ -258,6 +332,24 @@ def main():
         import torch  # noqa: F401
     except ImportError as e:
         print(f"torch_step: PyTorch is not available ({e}); skipping")
+        return 0
+    if args.torch_file:
+        import importlib.util
+
+        import prof  # noqa: F401 - the package the file's relative imports need
+        spec = importlib.util.spec_from_file_location("prof._torch", args.torch_file)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["prof._torch"] = mod
+        spec.loader.exec_module(mod)
+        prof._torch = mod
+    if args.per_patch:
+        per_patch(20, 10)
+        return 0
+    if args.calls:
+        base, costs = call_costs(20000 if args.quick else 100000, 5 if args.quick else 9)
+        print(f"prof-bench torch calls: call_ns={base:.0f} untimed_ns={costs['untimed']:.0f} "
+              f"zone_ns={costs['zone']:.0f} root_ns={costs['root']:.0f} "
+              f"global_hooks_ns={costs['hooks']:.0f}")
         return 0
     if args.quick:
         args.steps, args.runs = 60, 3
@@ -285,7 +377,8 @@ def main():
           f"median of pair ratios {statistics.median(ratios_in):.4f}", flush=True)
     base, costs = call_costs(20000 if args.quick else 100000, 5 if args.quick else 9)
     print(f"module call {base:.0f} ns; added: untimed module {costs['untimed']:.0f} ns, "
-          f"timed module (a zone) {costs['zone']:.0f} ns, global pre+post hooks "
+          f"timed module (a zone) {costs['zone']:.0f} ns, root module {costs['root']:.0f} ns, "
+          f"global pre+post hooks "
           f"{costs['hooks']:.0f} ns")
     print(f"wall-time ratio (median of runs): {statistics.median(wall_ratios):.4f}")
     print(f"prof-bench torch: step_plain_ms={statistics.median(cpu[False]):.3f} "

@@ -209,7 +209,12 @@ PROF_API const char *prof_intern(const char *s);
 /* Results                                                                   */
 
 /* Wait until the collector has taken in every zone that ended (on any
- * thread) before this call, and the trace file (PROF_TRACE) holds them.
+ * thread) before this call, then until the summaries due and the trace file
+ * (PROF_TRACE) hold them. The wait for output is bounded: a writer that
+ * completes no write for 1 s (a reader that does not read: a paused
+ * `| less`, a trace FIFO nobody reads), or is still writing after 10 s, is
+ * left to it (said once on the log), and later calls do not wait for it
+ * until it writes again; the statistics are complete either way.
  * Returns 0; -ESRCH when recording never started;
  * -EDEADLK when called from the collector itself (a logger callback). */
 PROF_API int prof_flush(void);

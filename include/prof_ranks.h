@@ -82,7 +82,8 @@ PROF_API int prof_ranks_format(const void *state, int format, char *buf, size_t 
 
 /* Format the table as PROF_SUMMARY_FORMAT says and write it where the
  * summaries go (PROF_SUMMARY, or the summary handler, as a periodic
- * summary). Returns 0 or a negative errno. */
+ * summary); waits for it to be written as prof_flush() waits, bounded.
+ * Returns 0 or a negative errno. */
 PROF_API int prof_ranks_emit(const void *state);
 
 /* A reduction failed or timed out: say so once (naming why), stop

@@ -18,14 +18,32 @@
 # output that says why, or the build's first error), and the exit status
 # is 1 when any failed. A stage's output is in build-test-logs/STAGE.log;
 # a failing stage prints its log's last lines. Every step says what it
-# does and, while it runs, prints a line at least every 20 s (steps.sh). The sanitizer stages skip the load
-# suite (its memory figures mean nothing under a sanitizer's allocator, and
-# it runs valgrind).
+# does and, while it runs, prints a line at least every 20 s (steps.sh).
+#
+# What the sanitizer stages run, and why not everything: a sanitizer finds
+# a bad access, a leak or a race the first time a path runs, so they run
+# every C suite once over each path, with PROF_TEST_QUICK=1 (repetitions
+# and iteration counts a tenth, as check.h's test_scale() and the Python
+# tests' QUICK say), while gcc-suites runs the same tests at full size.
+# Left out there, and run in gcc-suites only:
+#   load           its figures are memory and rates, which mean nothing
+#                  under a sanitizer's allocator and scheduling; it runs
+#                  valgrind itself
+#   live           the readers (prof-top, prof.live) are Python and the
+#                  terminal and Prometheus around them; the C side that
+#                  publishes the live file runs in every sanitized test
+#                  that records for a second. Only test_metrics.py runs
+#                  there (live-metrics below): the metrics thread, its
+#                  HTTP server and the .prom writer run nowhere else.
+#   gpu            needs a GPU, and its point is timing a real device
+#   python, tools, consumers   not C, or not prof's own build
+# The full allocation-failure sweep runs under AddressSanitizer only
+# (tests/faults/meson.build), the fuzzers in the fuzz stage.
 #
 # Installs what it needs from Debian's packages when missing (as root):
 # without Open MPI the MPI tests, without node the flame graph's script
 # check, without locales the comma-decimal trace test would skip and prove
-# nothing. PROF_TEST_QUICK=1 scales the heavier tests down.
+# nothing. PROF_TEST_QUICK=1 scales the heavier tests down everywhere.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . scripts/steps.sh
@@ -83,6 +101,19 @@ st_gcc_suites() {
 st_fuzz() {
     suite fuzz -C build-test-clang --suite fuzz
 }
+# The sanitizer stages' suites (the header says which and why).
+sanitized_suites() {   # stage name, build dir
+    export PROF_TEST_QUICK=1
+    _rc=0
+    # First: the table's reason for a failed stage reads the testlog.json
+    # of the last run, the bigger one.
+    if meson test -C "$2" --list --suite live >/dev/null 2>&1; then
+        suite "$1-live-metrics" -C "$2" --suite live --test-args '-k test_metrics' || _rc=1
+    fi
+    suite "$1" -C "$2" --no-suite python --no-suite tools --no-suite consumers \
+        --no-suite load --no-suite live --no-suite gpu || _rc=1
+    return $_rc
+}
 st_asan_ubsan() {
     export CC=gcc CXX=g++
     build asan-ubsan-build build-test-asan -Db_sanitize=address,undefined \
@@ -90,7 +121,7 @@ st_asan_ubsan() {
         -Dpython=false -Dbench=false || return 1
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-    suite asan-ubsan -C build-test-asan --no-suite python --no-suite tools --no-suite load
+    sanitized_suites asan-ubsan build-test-asan
 }
 st_tsan() {
     export CC=clang CXX=clang++
@@ -98,7 +129,7 @@ st_tsan() {
         -Db_lundef=false -Dbuildtype=debugoptimized -Dtests=true -Dexamples=true \
         -Dpython=false -Dbench=false || return 1
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-    suite tsan -C build-test-tsan --no-suite python --no-suite tools --no-suite load
+    sanitized_suites tsan build-test-tsan
 }
 st_python() {
     suite python -C build-test-gcc --suite python

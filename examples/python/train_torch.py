@@ -12,10 +12,12 @@ printed every --every steps and at the end; a Chrome trace is written.
 DataLoader workers are forked children: their `dataset.getitem` zones go to
 their own trace files (PROF_TRACE's %p is the pid) and never into the
 parent's statistics or trace; the parent's summary shows how long the loop
-waited for data (`data_wait`). Each worker closes its trace and prints its
-own final summary ("forked from <pid>", where PROF_SUMMARY points) as it
-exits, with no worker_init_fn: `import prof` hooks multiprocessing's exit
-path in forked workers. Merge the files with tools/prof-merge.
+waited for data (`data_wait`). Each worker closes its trace as it exits,
+and writes its own final summary ("forked from <pid>") where PROF_SUMMARY
+sends it explicitly (stderr, or a path with %p; unset, the parent's table
+counts the workers instead), with no worker_init_fn: `import prof` hooks
+multiprocessing's exit path in forked workers. Merge the files with
+tools/prof-merge.
 
 Without torch the script says so and exits 0.
 """

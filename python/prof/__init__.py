@@ -52,6 +52,27 @@ from ._prof import (  # noqa: F401  (re-exports)
 __version__ = _prof.__version__
 version = __version__
 
+
+def _mirror_parent_pid():
+    # The runtime set PROF_PARENT_PID in the C environment as it loaded
+    # (docs/CONFIG.md); os.environ is a copy taken at start-up, and a
+    # subprocess started with env=dict(os.environ, ...) would go without
+    # it and open this process's trace again.
+    if _os.environ.get("PROF", "").strip() in ("", "0"):
+        return
+    try:
+        import ctypes
+        getenv = ctypes.CDLL(None).getenv
+        getenv.restype = ctypes.c_char_p
+        v = getenv(b"PROF_PARENT_PID")
+    except Exception:
+        return
+    if v is not None and _os.environ.get("PROF_PARENT_PID") != v.decode():
+        _os.environ["PROF_PARENT_PID"] = v.decode()
+
+
+_mirror_parent_pid()
+
 __all__ = [
     "zone", "cuda_zone", "step", "counter", "mark", "flush", "reset", "enable",
     "enabled", "shutdown", "thread_name", "stats", "counters", "summary",
@@ -442,6 +463,10 @@ from . import distributed  # noqa: E402,F401
 
 # PROF_TORCH=1: zone a PyTorch loop with no code change (docs/TORCH.md);
 # torch is instrumented when the program imports it, never imported here.
+# Asking for torch's zones asks for recording: it is switched on as by
+# python -m prof (PROF=0 still wins, in the runtime).
 if _os.environ.get("PROF_TORCH", "").strip().lower() not in ("", "0", "off", "false", "no"):
     from . import _torch
+    if _os.environ.get("PROF", "").strip() != "0" and not enabled():
+        enable(True)
     _torch.install()

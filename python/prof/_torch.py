@@ -8,18 +8,22 @@ has run. Then:
 
   data        ``_BaseDataLoaderIter.__next__``: what the loop waits for a
               batch in this process (a worker's own zones stay its own);
-  forward     ``nn.Module.__call__``, patched: the outermost module call
-              (the model) and its modules down to ``PROF_TORCH_DEPTH``
-              levels (default 2: the model and its direct children), each
-              named by its attribute path (``model.transformer.h``; the
-              blocks of a ModuleList of one class are one stage);
+  model       ``nn.Module.__call__``, patched: each module the script calls
+              itself (a root: ``model``, ``netG``, ``loss_fn``), named as
+              the script names it, and its modules down to
+              ``PROF_TORCH_DEPTH`` levels (default 2: the model and its
+              direct children), each named by its attribute path
+              (``model.transformer.h``; the blocks of a ModuleList of one
+              class are one stage); a root called in evaluation (grad
+              disabled, or the module in eval mode) is ``model (eval)``;
   backward    ``torch.autograd.backward`` (``Tensor.backward`` calls it);
   optimizer   each ``Optimizer`` subclass's ``step`` (and ``GradScaler.step``),
               ``zero_grad`` as ``optimizer.zero_grad``.
 
-The first optimizer's ``step()`` is the iteration boundary: ``prof.step()``
-is called at the next boundary check (the next batch, zero_grad, outermost
-forward or optimizer step, or the end of the run) unless the step
+The first optimizer's ``step()`` is the iteration boundary (in a script
+that makes no optimizer, each ``backward``): ``prof.step()``
+is called at the next boundary check (the next batch, zero_grad, root
+module call or optimizer step, or the end of the run) unless the step
 count moved in between, which means the script steps by itself; from then
 on the script's own ``prof.step()`` calls are the only ones.
 
@@ -41,8 +45,16 @@ from . import _prof
 
 _zone = _prof.zone
 _cuda_zone = _prof.cuda_zone
-_step = _prof.step
 _step_count = _prof.step_count
+_pkg = sys.modules[__package__]
+
+
+def _step():
+    # The package's step, looked up at each call: prof.distributed puts its
+    # own there (PROF_RANKS=1, enable()), which adds the cross-rank
+    # reduction to the step.
+    return _pkg.step()
+
 
 _DEFAULT_DEPTH = 2
 
@@ -81,12 +93,15 @@ _tls = _Local()
 _names = {}
 _refs = {}
 _names_get = _names.get
+# Roots only: module identity -> the Zone of its calls in evaluation.
+_eval = {}
+_eval_get = _eval.get
 
 _state = {
     "installed": False,
     "done": False,          # torch instrumented
     "depth": _DEFAULT_DEPTH,
-    "roots": 0,             # roots with parameters named so far
+    "opt_made": False,      # an optimizer was made or stepped: its steps are the steps
     "auto": True,           # the first optimizer's step() is prof.step()
     "expected": 0,          # the step count after our own last prof.step()
     "pending": False,       # a first-optimizer step() not yet turned into one
@@ -102,6 +117,12 @@ def _no_cuda():
 
 
 _cuda_is_initialized = _no_cuda     # torch.cuda.is_initialized once torch is here
+
+
+def _grad_enabled():
+    return True
+
+
 
 
 def _cuda_ready():
@@ -162,6 +183,33 @@ def _at_exit():
 # ---------------------------------------------------------------------------
 # forward: Module.__call__
 
+_loop_cache = {}
+
+
+def _loop_names(code):
+    """The variables a ``for`` loop of code binds (``for t in
+    self.transforms: img = t(img)``): each turn binds another module to
+    the name, so it names none of them (their class does)."""
+    names = _loop_cache.get(code)
+    if names is None:
+        import dis
+
+        names = set()
+        target = False      # in a loop's target (``for i, t in ...`` unpacks)
+        try:
+            for ins in dis.get_instructions(code):
+                if ins.opname == "FOR_ITER":
+                    target = True
+                elif target and ins.opname.startswith("STORE_"):
+                    names.add(ins.argval)
+                elif not (target and ins.opname.startswith("UNPACK_")):
+                    target = False
+        except Exception:
+            pass
+        _loop_cache[code] = names
+    return names
+
+
 def _binding_name(mod, frame):
     """The name the calling code knows the module by: a local or global
     variable bound to it, or an attribute of a local (``self.model``)."""
@@ -170,9 +218,10 @@ def _binding_name(mod, frame):
         f = f.f_back
     if f is None:
         return None
+    loop = _loop_names(f.f_code)
     for scope in (f.f_locals, f.f_globals):
         for k, v in list(scope.items()):
-            if v is mod and k != "self" and not k.startswith("_"):
+            if v is mod and k != "self" and not k.startswith("_") and k not in loop:
                 return k
     for v in list(f.f_locals.values()):
         try:
@@ -188,6 +237,7 @@ def _binding_name(mod, frame):
 
 def _forget(key):
     _names.pop(key, None)
+    _eval.pop(key, None)
     _refs.pop(key, None)
 
 
@@ -261,27 +311,22 @@ def _name_children(children, path, level):
 
 
 def _name_root(mod, frame):
-    """Name a module called with none of our zones open, and the modules
-    below it to the depth. The first root with parameters (the model) is
-    the stage ``forward``; other roots (a loss module, a second model) are
-    stages of their own name. Their modules are named from the name the
-    script uses (``model.encoder``)."""
+    """Name a module called with none of our zones open (a root), and the
+    modules below it to the depth. Every root is a stage of the name the
+    script calls it by (``model``, ``netG``, ``loss_fn``; its class name
+    when prof finds none), and its modules are named from there
+    (``model.encoder``): two models (a GAN's generator and discriminator)
+    are two stages, neither of them called ``forward``. Its calls in
+    evaluation are a stage apart, ``model (eval)``, with the same modules
+    below."""
     if _state["depth"] < 1:
         _remember(mod, False)
         return False
-    binding = _binding_name(mod, frame)
-    params = next(iter(mod.parameters()), None) is not None
-    if params and _state["roots"] == 0:
-        _state["roots"] += 1
-        zname = "forward"
-        prefix = binding or "model"
-    else:
-        if params:
-            _state["roots"] += 1
-        prefix = zname = binding or type(mod).__name__
-    z = _zone(zname)
+    name = _binding_name(mod, frame) or type(mod).__name__
+    z = _zone(name)
     _remember(mod, z)
-    _name_below(mod, prefix, 1)
+    _eval[id(mod)] = _zone(name + " (eval)")
+    _name_below(mod, name, 1)
     return z
 
 
@@ -321,6 +366,8 @@ def _make_call(orig_call, compiling):
             return orig_call(self, *args, **kwargs)
         if not tls.open:
             _boundary()
+            if not self.training or not _grad_enabled():
+                z = _eval_get(id(self), z)
         tls.open += 1
         try:
             if _state["cuda"] or _cuda_ready():
@@ -421,6 +468,10 @@ def _wrap_backward(orig):
             return _timed("backward", orig, *args, **kwargs)
         finally:
             st["bwd_open"] -= 1
+            if not st["opt_made"] and st["auto"] and not _tls.open:
+                # No optimizer in this script (it updates its parameters
+                # itself): each backward ends an iteration.
+                st["pending"] = True
 
     backward.__wrapped__ = orig
     backward.__doc__ = orig.__doc__
@@ -431,6 +482,12 @@ def _wrap_backward(orig):
 
 def _optimizer_step(opt, orig, args, kwargs):
     st = _state
+    if not st["opt_made"]:
+        # An optimizer made before prof was imported (PROF_TORCH=1 and a
+        # late `import prof`): its steps are the steps from now on, not
+        # the backward before it.
+        st["opt_made"] = True
+        st["pending"] = False
     if st["opt_open"]:
         return orig(*args, **kwargs)        # inside another one's step
     first = st["first_opt"]
@@ -522,8 +579,9 @@ def _instrument(torch):
     import torch.utils.data.dataloader as dl
 
     _state["depth"] = _read_depth()
-    global _cuda_is_initialized
+    global _cuda_is_initialized, _grad_enabled
     _cuda_is_initialized = getattr(getattr(torch, "cuda", None), "is_initialized", _no_cuda)
+    _grad_enabled = getattr(torch, "is_grad_enabled", _grad_enabled)
 
     # torch 2.x: a module called while torch.compile traces must not run
     # our code (dynamo would trace it into the graph or break the graph).
@@ -559,6 +617,7 @@ def _instrument(torch):
         @functools.wraps(init)
         def __init__(self, *args, **kwargs):
             init(self, *args, **kwargs)
+            _state["opt_made"] = True
             _wrap_optimizer_class(type(self))
         __init__._prof_orig = init
         Optimizer.__init__ = __init__
@@ -570,6 +629,11 @@ def _instrument(torch):
         except Exception:
             continue
         _wrap_method(scaler, "step", _make_scaler_step)
+
+    # PROF_RANKS=1: prof's group is made as init_process_group returns,
+    # as when torch.distributed was imported before prof.
+    from . import distributed
+    distributed._torch_loaded()
 
     # The script's prof.step() calls, if any, are counted from here.
     _state["expected"] = _step_count()

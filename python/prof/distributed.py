@@ -410,6 +410,12 @@ def _hook_destroy(d):
     orig = getattr(d, "destroy_process_group", None)
     if orig is not None and not getattr(orig, "_prof_hook", False):
         def destroy_process_group(*args, **kwargs):
+            # python -m prof's last step (prof._torch turns an optimizer
+            # step into prof.step() at the next boundary, which would come
+            # at exit): reduced while the group is still there.
+            t = _sys.modules.get(__package__ + "._torch")
+            if t is not None:
+                t._at_exit()
             _drain()
             return orig(*args, **kwargs)
 
@@ -418,6 +424,14 @@ def _hook_destroy(d):
         d.destroy_process_group = destroy_process_group
     import atexit
     atexit.register(_at_exit)
+
+
+def _torch_loaded():
+    """Called by prof._torch once the program imported torch (python -m
+    prof imports prof before torch)."""
+    td = _sys.modules.get("torch.distributed")
+    if _st["mode"] == "pending" and td is not None:
+        _hook_init(td)
 
 
 def enable(timeout=None):

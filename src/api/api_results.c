@@ -37,8 +37,8 @@ static int lock_flushed(void)
         return -ESRCH;
     }
     prof_collect_all_locked();
-    /* The collector writes what this drain gave the trace: this thread
-     * never waits on the disk. */
+    /* The writer writes what this drain gave the trace: this thread never
+     * waits on the disk (prof_flush waits for it, bounded). */
     if (prof_trace_pending())
         prof_wake_collector();
     return 0;
@@ -51,12 +51,14 @@ PROF_API int prof_flush(void)
     if (err == 0) {
         /* A step summary that became due before the call is out when it
          * returns, not at the collector's next wake, and so is one the
-         * collector is writing right now. */
+         * collector is writing right now; and the trace holds the zones.
+         * Both are the writer thread's to write: waited for here with the
+         * runtime lock released, bounded (writer.h), so that a reader that
+         * does not read costs this thread one bound per stall, never the
+         * program. The numbers are complete either way. */
         prof_periodic_locked(prof_clock_now_ns());
         prof_summary_wait_written_locked();
         prof_rt_unlock();
-        /* And the trace holds them on disk when it returns: written here,
-         * with the runtime lock released (other threads go on). */
         prof_trace_write();
     }
     return err;
@@ -229,7 +231,7 @@ PROF_API int prof_summary_snprint(char *buf, size_t size, int format)
     if ((err = lock_flushed()) != 0)
         return err;
     prof_summary_format(&b, format, PROF_KIND_DEMAND,
-                        __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns());
+                        __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns(), 1);
     prof_rt_unlock();
     if (b.failed) {
         prof_buf_free(&b);
@@ -248,7 +250,7 @@ PROF_API int prof_summary_print(FILE *f)
     if ((err = lock_flushed()) != 0)
         return err;
     prof_summary_format(&b, prof_config_get()->format, PROF_KIND_DEMAND,
-                        __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns());
+                        __atomic_load_n(&prof_steps, __ATOMIC_RELAXED), prof_clock_now_ns(), 1);
     prof_rt_unlock();
     err = b.failed ? -ENOMEM : 0;
     if (!err) {
@@ -296,6 +298,7 @@ PROF_API int prof_reset(void)
         prof_collect_all_locked();
     prof_collect_forget_locked();
     prof_stats_reset();
+    prof_summary_window_reset_locked();
     prof_rt.start_ns = prof_rt.window_start_ns = prof_clock_now_ns();
     prof_rt.window_start_step = __atomic_load_n(&prof_steps, __ATOMIC_RELAXED);
     prof_rt.dropped = prof_rt.dropped_window = 0;

@@ -222,6 +222,7 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
             cfg->summary_to = PROF_TO_HANDLER;
         else if ((cfg->summary_path = dup_or_warn(v)) != NULL)
             cfg->summary_to = PROF_TO_FILE;
+        cfg->summary_set = cfg->summary_to != PROF_TO_STDERR || strcmp(v, "stderr") == 0;
     }
     if ((v = lookup("PROF_SUMMARY_EVERY")) != NULL &&
         prof_parse_every(v, &cfg->every_ns, &cfg->every_steps) != 0)

@@ -15,6 +15,8 @@ struct prof_config {
     int prof;                    /* PROF: enum prof_switch */
     int summary_to;              /* PROF_SUMMARY: enum prof_summary_to */
     char *summary_path;          /* PROF_SUMMARY=PATH, malloc'd, or NULL */
+    int summary_set;             /* PROF_SUMMARY was given (a worker's summary goes
+                                    only where it was sent explicitly) */
     uint64_t every_ns;           /* PROF_SUMMARY_EVERY=10s: 0 = not by time */
     uint64_t every_steps;        /* PROF_SUMMARY_EVERY=100steps: 0 = not by steps */
     uint64_t skip_steps;         /* PROF_SKIP_STEPS=N: warm-up left out of every statistic */

@@ -1,6 +1,8 @@
 /* log.c - every message the runtime prints goes through here, so that a
  * program can route them (prof_set_logger) and the library itself decides
  * nothing about where text goes. */
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -49,6 +51,7 @@ static struct {
 } queue = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void deliver(const char *msg);
+static void stderr_write(const char *line, size_t n);
 
 void prof_log_hold(void)
 {
@@ -138,6 +141,50 @@ static void deliver(const char *msg)
     if (n >= sizeof line) {
         n = sizeof line - 1;
         line[n - 1] = '\n';
+    }
+    stderr_write(line, n);
+}
+
+/* stderr may be a pipe that nobody reads (a paused `| less`): a thread of
+ * the program must not wait on it without a bound. A line is written only
+ * once poll says there is room (a pipe with room takes a write of up to
+ * PIPE_BUF bytes whole, without blocking); the first line that finds no
+ * room waits STDERR_WAIT_MS for it, the lines after it none until one goes
+ * through again, and the lines left out are counted and said with the
+ * next one written. Not bounded: another writer filling the pipe between
+ * the poll and the write. */
+#define STDERR_WAIT_MS 250
+static int stderr_stuck;
+static unsigned long stderr_lost;
+
+static int stderr_room(int wait_ms)
+{
+    struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+    int r;
+
+    while ((r = poll(&p, 1, wait_ms)) < 0 && errno == EINTR) {
+    }
+    return r > 0 && (p.revents & POLLOUT) && !(p.revents & POLLNVAL);
+}
+
+static void stderr_write(const char *line, size_t n)
+{
+    unsigned long lost;
+    char note[128];
+    int k;
+
+    if (!stderr_room(__atomic_load_n(&stderr_stuck, __ATOMIC_RELAXED) ? 0 : STDERR_WAIT_MS)) {
+        __atomic_store_n(&stderr_stuck, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&stderr_lost, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_store_n(&stderr_stuck, 0, __ATOMIC_RELAXED);
+    lost = __atomic_exchange_n(&stderr_lost, 0, __ATOMIC_RELAXED);
+    if (lost != 0) {
+        k = snprintf(note, sizeof note, "prof: %lu messages were not written: stderr had no "
+                     "room (its reader was not reading)\n", lost);
+        if (write(STDERR_FILENO, note, (size_t)k) < 0 || !stderr_room(0))
+            return;
     }
     if (write(STDERR_FILENO, line, n) < 0) {
         /* Nowhere left to report it. */

@@ -113,6 +113,25 @@ static void python_name(char *out, size_t size)
     snprintf(out, size, "%s", strrchr(a, '/') ? strrchr(a, '/') + 1 : a);
 }
 
+int prof_process_is_mp_child(void)
+{
+    char buf[4096];
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    size_t n;
+
+    if (f == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (const char *a = buf; a < buf + n; a += strlen(a) + 1) {
+        if (strcmp(a, "--multiprocessing-fork") == 0 ||
+            strncmp(a, "from multiprocessing.forkserver import main", 43) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 void prof_process_refresh(void)
 {
     FILE *f = fopen("/proc/self/comm", "re");
@@ -173,15 +192,25 @@ int prof_path_expand(const char *pat, char *buf, size_t size)
     return 0;
 }
 
-int prof_path_has_pid(const char *pat)
+static int path_has(const char *pat, char what)
 {
     for (; *pat != '\0'; pat++) {
         if (pat[0] == '%' && pat[1] == '%')
             pat++;
-        else if (pat[0] == '%' && pat[1] == 'p')
+        else if (pat[0] == '%' && pat[1] == what)
             return 1;
     }
     return 0;
+}
+
+int prof_path_has_pid(const char *pat)
+{
+    return path_has(pat, 'p');
+}
+
+int prof_path_has_rank(const char *pat)
+{
+    return path_has(pat, 'r');
 }
 
 /* ------------------------------------------------------------------------ */

@@ -23,8 +23,15 @@ void prof_process_refresh(void);   /* after fork */
  * Returns 0, or -ENAMETOOLONG. */
 int prof_path_expand(const char *pattern, char *buf, size_t size);
 
-/* Nonzero when pattern contains %p. */
+/* Whether this process was started by Python's multiprocessing to run a
+ * worker (spawn: `--multiprocessing-fork`; a forkserver and the processes
+ * it forks: `from multiprocessing.forkserver import main`), read from
+ * /proc/self/cmdline. */
+int prof_process_is_mp_child(void);
+
+/* Nonzero when pattern contains %p (%r). */
 int prof_path_has_pid(const char *pattern);
+int prof_path_has_rank(const char *pattern);
 
 /* Once per process, when the runtime starts, before it takes the runtime
  * lock (this takes the dynamic loader's): keeps the object that contains

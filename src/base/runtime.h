@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "process.h"
 
 struct prof_runtime {
     pthread_mutex_t lock;
@@ -36,9 +37,46 @@ struct prof_runtime {
     uint64_t cuda_lost_seen;      /* prof_cuda_lost() already counted in dropped */
     uint64_t loss_seen;           /* process-wide refusals already counted */
     uint32_t forked_from;         /* parent pid in a forked child, else 0 */
+    uint32_t parent_env;          /* PROF_PARENT_PID at load: a prof process with
+                                     PROF=1 this one was started below (spawn,
+                                     forkserver, exec), else 0 */
+    int parent_rank;              /* the rank PROF_PARENT_PID gives with it, or -1 */
+    int mp_worker;                /* started by Python's multiprocessing */
 };
 
 extern struct prof_runtime prof_rt;
+
+/* Started below another prof process, by a fork its handlers saw or
+ * through the environment (PROF_PARENT_PID): a path without %p is that
+ * process's, never this one's (docs/TRACE.md). That process's pid, or 0. */
+static inline uint32_t prof_rt_below(void)
+{
+    return prof_rt.forked_from ? prof_rt.forked_from : prof_rt.parent_env;
+}
+
+/* Whether pattern (PROF_TRACE, PROF_SUMMARY) names a file of another
+ * process: without %p, in a process started below another; %r gives a
+ * process exec'd with another rank than that one's (a launcher's spawned
+ * ranks) a file of its own. */
+static inline int prof_rt_path_is_parents(const char *pattern)
+{
+    if (prof_rt_below() == 0 || prof_path_has_pid(pattern))
+        return 0;
+    return prof_rt.forked_from != 0 || !prof_path_has_rank(pattern) ||
+           prof_process_get()->rank == prof_rt.parent_rank;
+}
+
+/* A worker of another prof process: forked, or a multiprocessing worker
+ * started below one with the same rank (a DataLoader's spawned worker;
+ * not the ranks a launcher spawns). Its summary goes only where
+ * PROF_SUMMARY sends it explicitly; a forked one's parent counts it
+ * (docs/CONFIG.md). */
+static inline int prof_rt_is_worker(void)
+{
+    return prof_rt.forked_from != 0 ||
+           (prof_rt.parent_env != 0 && prof_rt.mp_worker &&
+            prof_process_get()->rank == prof_rt.parent_rank);
+}
 
 /* Take and release the runtime lock. Messages the runtime logs while this
  * thread holds it wait, and reach the user's logger once it is released

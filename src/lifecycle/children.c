@@ -9,6 +9,8 @@
  *
  *   FREE -> CLAIMING -> RUNNING <-> FINISHED      (the child)
  *                       RUNNING  -> CLOSED        (the child's signal path)
+ *                       CLOSED   -> FINISHED, RUNNING   (the child: its final
+ *                                   report; a restart)
  *   RUNNING, CLOSED, FINISHED -> FREE             (the parent, child gone)
  *
  * The parent and pid fields and the trace path are written by the child
@@ -62,6 +64,7 @@ static int32_t mine_pid;
 
 static struct prof_children_ended ended;
 static int32_t ended_pid;        /* whose list `ended` is */
+static uint64_t released;        /* slots of our children freed, whole run (ended_pid's) */
 
 static uint64_t word(int32_t pid, unsigned state)
 {
@@ -148,12 +151,20 @@ void prof_children_join(uint32_t forked_from)
     if (table == NULL || forked_from == 0)
         return;
     if (mine_pid == pid) {
-        /* Started again after a final report: running again. */
+        /* Started again after a final report (FINISHED), or after the
+         * signal path ended the trace (CLOSED): running again, in the same
+         * slot. A second slot would leave the first one behind, CLOSED, and
+         * the parent would say a worker that finished ended before it. */
         uint64_t expect = word(pid, FINISHED);
 
         if (__atomic_compare_exchange_n(&mine->word, &expect, word(pid, RUNNING), 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ||
             expect == word(pid, RUNNING))
+            return;
+        if (expect == word(pid, CLOSED) &&
+            (__atomic_compare_exchange_n(&mine->word, &expect, word(pid, RUNNING), 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ||
+             expect == word(pid, RUNNING)))
             return;
     }
     __atomic_store_n(&mine_pid, 0, __ATOMIC_RELAXED);
@@ -267,6 +278,7 @@ static struct prof_children_ended *ours(void)
         memset(&ended, 0, sizeof ended);
         ended.slots = PROF_CHILDREN_SLOTS;
         ended_pid = me;
+        released = 0;
     }
     return &ended;
 }
@@ -274,6 +286,7 @@ static struct prof_children_ended *ours(void)
 const struct prof_children_ended *prof_children_check_locked(void)
 {
     int32_t me = prof_process_get()->pid;
+    uint64_t held = 0;               /* our children's slots still taken */
 
     ours();
     if (table == NULL)
@@ -289,16 +302,22 @@ const struct prof_children_ended *prof_children_check_locked(void)
         memcpy(trace, s->trace, sizeof trace);
         trace[sizeof trace - 1] = '\0';
         /* Taken and refilled by another child meanwhile: not ours. */
-        if (__atomic_load_n(&s->word, __ATOMIC_ACQUIRE) != w || alive(pid, how, sizeof how))
+        if (__atomic_load_n(&s->word, __ATOMIC_ACQUIRE) != w)
             continue;
+        if (alive(pid, how, sizeof how)) {
+            held++;
+            continue;
+        }
         /* Read after the child was seen gone: it can change no more. */
         w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
         if (word_pid(w) != pid || word_state(w) < RUNNING ||
             !__atomic_compare_exchange_n(&s->word, &w, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue;
+        released++;
         if (word_state(w) != FINISHED)
             say(pid, how, trace, word_state(w) == CLOSED);
     }
     ended.unwatched = __atomic_load_n(&table->unwatched, __ATOMIC_RELAXED);
+    ended.recorded = released + held;
     return &ended;
 }

@@ -1,6 +1,9 @@
 /* fork.c - a fork in a recording process. The prepare handler takes every
  * lock so that the child inherits them in a known state; the child then
  * keeps only itself, and sets itself up on its first record. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "children.h"
@@ -91,7 +94,70 @@ static void atfork_child(void)
     prof_rt_unlock();
 }
 
+/* PROF_PARENT_PID: what a fork handler cannot see. A process started
+ * below a recording one by exec (multiprocessing's spawn and forkserver,
+ * subprocess) inherits its environment, PROF_TRACE included, and would
+ * open the same file again (O_TRUNC, under a writer that still has it
+ * open). The inherited value says it was started below that process; then
+ * this process's own pid goes to its children. Only a process with PROF=1
+ * exports it: one that switches itself on (a test harness) leaves the
+ * programs it starts as they were. */
+
+/* "PID" or "PID:RANK": 0, or -1 when v is neither. */
+static int parse_marker(const char *v, unsigned long *pid, long *rank)
+{
+    char *end;
+
+    *rank = -1;
+    if (v[0] < '0' || v[0] > '9')
+        return -1;
+    errno = 0;
+    *pid = strtoul(v, &end, 10);
+    if (*end == ':') {
+        if (end[1] < '0' || end[1] > '9')
+            return -1;
+        *rank = (long)strtoul(end + 1, &end, 10);
+    }
+    return *end != '\0' || errno != 0 || *pid == 0 || *pid > INT32_MAX ||
+           *rank >= PROF_RANK_LIMIT ? -1 : 0;
+}
+
+static void lineage(void)
+{
+    const char *v = getenv("PROF_PARENT_PID");
+    pid_t me = getpid();
+    int rank = prof_process_get()->rank;
+    char text[48];
+    unsigned long p;
+    long r;
+
+    prof_rt.parent_rank = -1;
+    if (v != NULL && *v != '\0') {
+        if (parse_marker(v, &p, &r) != 0) {
+            char q[PROF_LOG_QUOTE_SIZE];
+
+            prof_log("PROF_PARENT_PID=\"%s\" is not a pid (PID or PID:RANK); ignored (prof "
+                     "sets it for the processes a recording process starts)",
+                     prof_log_quote(q, sizeof q, v));
+        } else if ((pid_t)p != me) {
+            prof_rt.parent_env = (uint32_t)p;
+            prof_rt.parent_rank = (int)r;
+            prof_rt.mp_worker = prof_process_is_mp_child();
+        }
+    }
+    /* With its rank: a multiprocessing child of the same rank is a worker
+     * (a DataLoader's), one of another rank is not (a launcher's ranks). */
+    if (prof_config_get()->prof == PROF_SWITCH_ON) {
+        if (rank >= 0)
+            snprintf(text, sizeof text, "%d:%d", (int)me, rank);
+        else
+            snprintf(text, sizeof text, "%d", (int)me);
+        setenv("PROF_PARENT_PID", text, 1);
+    }
+}
+
 void prof_fork_install(void)
 {
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    lineage();
 }

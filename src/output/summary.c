@@ -23,6 +23,7 @@ struct view {
     uint64_t wall_ns;            /* wall time of what is shown */
     uint64_t steps;              /* steps in what is shown */
     uint64_t step;               /* the step the summary is taken at */
+    uint64_t timed;              /* time windows shown (PROF_SUMMARY_EVERY=10s) */
 };
 
 /* A step window normally holds PROF_SUMMARY_EVERY=N steps. When steps
@@ -34,6 +35,8 @@ static uint64_t merged_windows(const struct view *v)
 {
     uint64_t every = prof_config_get()->every_steps;
 
+    if (v->window && !every && v->timed > 1)
+        return v->timed;
     return v->window && every && v->steps > every ? (v->steps + every - 1) / every : 1;
 }
 
@@ -64,7 +67,10 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
         prof_buf_printf(b, ", step %llu: last %llu step%s in %s; run %s",
                         (unsigned long long)v->step, (unsigned long long)v->steps,
                         plural(v->steps), win, run);
-        if (n > 1)
+        if (n > 1 && !prof_config_get()->every_steps)
+            prof_buf_printf(b, " (%llu windows in one: the summaries' writer was behind)",
+                            (unsigned long long)n);
+        else if (n > 1)
             prof_buf_printf(b, " (%llu windows in one, steps %llu to %llu: faster than their "
                             "summaries, or their step records were dropped)", (unsigned long long)n,
                             (unsigned long long)(v->step - v->steps + 1),
@@ -110,6 +116,29 @@ void prof_summary_children_hook(const struct prof_children_ended *(*check_locked
     children_check = check_locked;
 }
 
+/* The forked workers that recorded, folded into one line: their tables
+ * and traces are where the same settings send them in the workers
+ * (summary_out.c, trace.c), which this says. */
+static void workers_line(struct prof_buf *b, uint64_t n)
+{
+    const struct prof_config *cfg = prof_config_get();
+    int to = cfg->summary_to;
+
+    prof_buf_printf(b, "%llu forked worker process%s recorded zones: ", (unsigned long long)n,
+                    n == 1 ? "" : "es");
+    if (to == PROF_TO_FILE && prof_path_has_pid(cfg->summary_path))
+        prof_buf_puts(b, "summaries in PROF_SUMMARY's %p files");
+    else if (to == PROF_TO_OFF || to == PROF_TO_FILE || !cfg->summary_set)
+        prof_buf_puts(b, "no summaries of their own (PROF_SUMMARY=PATH with %p writes them)");
+    else
+        prof_buf_puts(b, "summaries of their own, above");
+    if (cfg->trace_path != NULL && prof_path_has_pid(cfg->trace_path))
+        prof_buf_puts(b, "; traces in PROF_TRACE's %p files");
+    else if (cfg->trace_path != NULL)
+        prof_buf_puts(b, "; no traces (PROF_TRACE has no %p)");
+    prof_buf_puts(b, "\n");
+}
+
 /* Under the whole run's table: forked workers that ended before they
  * could finish (children.c), each already said once on the logger. */
 static void children_footer(struct prof_buf *b, const struct view *v)
@@ -128,6 +157,8 @@ static void children_footer(struct prof_buf *b, const struct view *v)
             prof_buf_printf(b, " and %llu more", (unsigned long long)(e->count - e->npids));
         prof_buf_puts(b, "\n");
     }
+    if (e->recorded)
+        workers_line(b, e->recorded);
     if (e->unwatched)
         prof_buf_printf(b, "%llu forked worker%s in this process tree found no free slot among "
                         "%d and %s not watched\n", (unsigned long long)e->unwatched,
@@ -317,11 +348,11 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
 }
 
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
-                         uint64_t step, uint64_t now)
+                         uint64_t step, uint64_t now, uint64_t windows)
 {
-    struct view run = {0, now > prof_rt.start_ns ? now - prof_rt.start_ns : 0, step, step};
+    struct view run = {0, now > prof_rt.start_ns ? now - prof_rt.start_ns : 0, step, step, 1};
     struct view win = {1, now > prof_rt.window_start_ns ? now - prof_rt.window_start_ns : 0,
-                       step - prof_rt.window_start_step, step};
+                       step - prof_rt.window_start_step, step, windows};
     const struct view *shown = kind == PROF_KIND_PERIODIC ? &win : &run;
     struct prof_rows rows;
 
@@ -359,8 +390,10 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
             prof_buf_puts(b, ",\"workers_unfinished\":[");
             for (uint32_t i = 0; i < e->npids; i++)
                 prof_buf_printf(b, "%s%d", i ? "," : "", (int)e->pids[i]);
-            prof_buf_printf(b, "],\"workers_unfinished_count\":%llu,\"workers_unwatched\":%llu",
-                            (unsigned long long)e->count, (unsigned long long)e->unwatched);
+            prof_buf_printf(b, "],\"workers_unfinished_count\":%llu,\"workers_unwatched\":%llu,"
+                            "\"workers_recorded\":%llu",
+                            (unsigned long long)e->count, (unsigned long long)e->unwatched,
+                            (unsigned long long)e->recorded);
         }
         if (kind == PROF_KIND_PERIODIC &&
             prof_stats_rows(&rows, 1, PROF_SUMMARY_JSON_MAX_ROWS) == 0) {

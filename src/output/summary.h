@@ -11,9 +11,12 @@ enum prof_summary_kind { PROF_KIND_PERIODIC = 1, PROF_KIND_FINAL = 2, PROF_KIND_
 
 /* Append the summary to b, as of step `step` and time `now_ns`. A periodic
  * summary shows the current window (and the whole run in its header and
- * JSON); the others the whole run. */
+ * JSON); the others the whole run. windows: for a periodic summary by time
+ * (PROF_SUMMARY_EVERY=10s), the periods its window covers (1, or more when
+ * the summaries due meanwhile were not made: the writer was behind);
+ * merged_windows says it. Step windows count their steps instead. */
 void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind kind,
-                         uint64_t step, uint64_t now_ns);
+                         uint64_t step, uint64_t now_ns, uint64_t windows);
 
 
 /* Forked workers that ended before they could finish, as the summary
@@ -27,6 +30,8 @@ struct prof_children_ended {
     uint64_t unwatched;                     /* forked children in this tree
                                                that found the table full */
     uint32_t slots;                         /* the table's slots */
+    uint64_t recorded;                      /* forked children of this process
+                                               that recorded, whole run */
 };
 
 /* Where the summary learns of them: a hook the floor above installs

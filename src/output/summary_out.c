@@ -55,14 +55,20 @@ static int summary_is_trace(const char *path)
            a.st_ino == b.st_ino;
 }
 
-static int summary_target(void)
+static int summary_target(int cross_rank)
 {
     const struct prof_config *cfg = prof_config_get();
     char *path = summary_name;
     int to = cfg->summary_to;
 
-    if (to == PROF_TO_FILE && prof_rt.forked_from && !prof_path_has_pid(cfg->summary_path))
-        to = PROF_TO_STDERR;   /* a forked child must not write into the parent's file */
+    if (to == PROF_TO_FILE && prof_rt_path_is_parents(cfg->summary_path))
+        /* A file without %p is the parent's: never written here. A worker's
+         * table is the parent's to count; another program's goes to stderr. */
+        to = prof_rt_is_worker() ? PROF_TO_OFF : PROF_TO_STDERR;
+    else if (!cross_rank && prof_rt_is_worker() && !cfg->summary_set)
+        /* One table a run: a worker's only where PROF_SUMMARY sends it.
+         * The cross-rank table is the job's, whichever process makes it. */
+        to = PROF_TO_OFF;
     switch (to) {
     case PROF_TO_OFF:
         return -1;
@@ -158,8 +164,8 @@ static struct pending_summary *in_flight;   /* being written by the writer */
 static uint64_t queued_seq;                 /* summaries queued so far */
 static uint64_t merged;                     /* periodic summaries not made:
                                                prof_summary_queue_full */
-/* Broadcast (queue_lock held) each time a summary was written. */
-static pthread_cond_t written_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t merged_window;              /* of them, since the last periodic
+                                               one made: its window holds them */
 
 /* Where summaries go instead of PROF_SUMMARY (prof_set_summary_handler). */
 static prof_summary_fn summary_handler;
@@ -207,6 +213,7 @@ int prof_summary_queue_full(void)
     pthread_mutex_lock(&queue_lock);
     full = npending >= QUEUE_MAX || pending_bytes >= QUEUE_BYTES;
     merged += full;
+    merged_window += full;
     pthread_mutex_unlock(&queue_lock);
     if (full)
         prof_log_once(&logged, "summaries are not being written as fast as they come (is the "
@@ -216,15 +223,31 @@ int prof_summary_queue_full(void)
     return full;
 }
 
+void prof_summary_window_reset_locked(void)
+{
+    pthread_mutex_lock(&queue_lock);
+    merged_window = 0;
+    pthread_mutex_unlock(&queue_lock);
+}
+
 /* Format a summary as of step `step`, its wall time running to now, and
  * queue it. */
 int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t now)
 {
     struct pending_summary *p = calloc(1, sizeof *p);
     static int oom_logged;
+    uint64_t windows = 1;
 
+    if (kind == PROF_KIND_PERIODIC) {
+        /* The periods whose summaries were not made (queue full) are in
+         * this one's window: collector.c keeps it open meanwhile. */
+        pthread_mutex_lock(&queue_lock);
+        windows += merged_window;
+        merged_window = 0;
+        pthread_mutex_unlock(&queue_lock);
+    }
     if (p != NULL)
-        prof_summary_format(&p->text, prof_config_get()->format, kind, step, now);
+        prof_summary_format(&p->text, prof_config_get()->format, kind, step, now, windows);
     if (p == NULL || p->text.failed) {
         prof_log_once(&oom_logged, "out of memory formatting a summary; summaries are skipped "
                       "while memory is short");
@@ -252,7 +275,7 @@ static void summary_write(const struct pending_summary *p, prof_summary_fn fn, v
         prof_writer_handler_leave();
         return;
     }
-    fd = summary_target();
+    fd = summary_target(p->cross_rank);
     if (fd < 0 && summary_failed)
         fd = STDERR_FILENO;
     if (fd < 0 || (err = prof_write_full(fd, p->text.data, p->text.len, NULL)) == 0)
@@ -307,11 +330,11 @@ static int summary_service(void)
         pthread_mutex_lock(&write_lock);
         summary_write(p, p->fn, p->user);
         pthread_mutex_unlock(&write_lock);
-        prof_writer_progress();
         pthread_mutex_lock(&queue_lock);
         in_flight = NULL;
-        pthread_cond_broadcast(&written_cond);
         pthread_mutex_unlock(&queue_lock);
+        /* After in_flight is cleared: a waiter it wakes sees it written. */
+        prof_writer_progress();
         pending_free(p);
     }
 }
@@ -324,28 +347,35 @@ static int summary_waiting(uint64_t target)
            (in_flight != NULL && in_flight->seq <= target);
 }
 
-void prof_summary_wait_written_locked(void)
+/* prof_writer_wait's test: the summaries queued up to the target-th are
+ * written. */
+static int summaries_written(uint64_t target)
+{
+    int waiting;
+
+    pthread_mutex_lock(&queue_lock);
+    waiting = summary_waiting(target);
+    pthread_mutex_unlock(&queue_lock);
+    return !waiting;
+}
+
+int prof_summary_wait_written_locked(void)
 {
     uint64_t target;
+    int err;
 
-    /* The writer's own handler would wait for itself. */
-    if (prof_writer_in_handler() || prof_writer_is_self())
-        return;
     pthread_mutex_lock(&queue_lock);
     target = queued_seq;
-    if (!summary_waiting(target)) {
-        pthread_mutex_unlock(&queue_lock);
-        return;
-    }
+    pthread_mutex_unlock(&queue_lock);
+    if (summaries_written(target))
+        return 0;
     /* The runtime lock is released while waiting: the handler on the
-     * writer thread may take it. */
-    pthread_mutex_unlock(&queue_lock);
+     * writer thread may take it. Bounded: a reader that does not read
+     * costs the caller PROF_WRITER_WAIT_NS once (writer.h). */
     prof_rt_unlock();
-    pthread_mutex_lock(&queue_lock);
-    while (summary_waiting(target))
-        pthread_cond_wait(&written_cond, &queue_lock);
-    pthread_mutex_unlock(&queue_lock);
+    err = prof_writer_wait(summaries_written, target);
     prof_rt_lock();
+    return err == -EDEADLK ? 0 : err;
 }
 
 /* The cross-rank table (ranks.c), written where the summaries go and in
@@ -364,7 +394,8 @@ int prof_summary_deliver_locked(struct prof_buf *text)
     p->cross_rank = 1;
     summary_enqueue(p);
     /* On the training thread at its step: out when the call returns, as
-     * the rank's own summaries are after prof_flush. */
+     * the rank's own summaries are after prof_flush, unless the writer is
+     * stuck (bounded: writer.h); the table stays queued then. */
     prof_summary_wait_written_locked();
     return 0;
 }
@@ -388,11 +419,7 @@ void prof_summary_out_atfork_parent(void)
 
 void prof_summary_out_atfork_child(void)
 {
-    pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
-
     prof_writer_atfork_child();
-    /* A thread of the parent may have been waiting on it. */
-    written_cond = fresh;
     /* The parent's writer may have been in the middle of a summary: the
      * lock is made anew (the child's summary_target drops the parent's
      * file by its pid). */
@@ -407,7 +434,7 @@ void prof_summary_out_atfork_child(void)
     pending_end = &pending;
     npending = 0;
     pending_bytes = 0;
-    merged = 0;
+    merged = merged_window = 0;
     if (in_flight != NULL) {
         /* Forked while the writer was writing it. */
         pending_free(in_flight);
@@ -425,12 +452,15 @@ void prof_summary_out_atfork_child(void)
 void prof_summary_out_close(void)
 {
     uint64_t joined;
-    int err;
+    int err, stopped = 1;
 
     prof_rt_unlock();
     err = prof_writer_drain(PROF_WRITER_DRAIN_NS, PROF_WRITER_DRAIN_MAX_NS);
-    if (err == 0)
-        prof_writer_stop(PROF_WRITER_DRAIN_NS);
+    /* A writer that took a new summary meanwhile (another thread's
+     * prof_flush) and is stuck in it holds write_lock: the file is left
+     * open rather than waited for. */
+    if (err == 0 && prof_writer_stop(PROF_WRITER_DRAIN_NS) != 0)
+        stopped = 0;
     prof_rt_lock();
     pthread_mutex_lock(&queue_lock);
     joined = merged;
@@ -446,6 +476,8 @@ void prof_summary_out_close(void)
                  "end may be missing", (int)(PROF_WRITER_DRAIN_NS / 1000000000u));
         return;
     }
+    if (!stopped)
+        return;
     pthread_mutex_lock(&write_lock);
     if (summary_fd >= 0) {
         close(summary_fd);

@@ -20,11 +20,18 @@ int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64
  * window open, so that the next one merges it (counted; said once). */
 int prof_summary_queue_full(void);
 
+/* prof_reset: the window starts anew; periodic summaries not made before
+ * it are not counted in the next one's merged_windows. Lock held. */
+void prof_summary_window_reset_locked(void);
+
 /* Wait until every summary queued before the call is written by the
- * writer: prof_flush's promise. An application thread
- * only; the lock is held, released while waiting. Returns at once in the
- * summary handler. */
-void prof_summary_wait_written_locked(void);
+ * writer: prof_flush's promise for its output. Bounded (prof_writer_wait:
+ * a writer that completes no write for PROF_WRITER_WAIT_NS is left to
+ * it, and not waited for again while it stays stuck). An application
+ * thread only; the lock is held, released while waiting. Returns 0, or
+ * -ETIMEDOUT / -ESRCH when the summaries are still queued; 0 at once in
+ * the summary handler. */
+int prof_summary_wait_written_locked(void);
 
 /* The cross-rank table (ranks.c), written where the summaries go and in
  * order with them, as a periodic summary (never muted), and waited for

@@ -190,9 +190,9 @@ void prof_trace_flush(void)
     prof_trace_out_queue(&buf);
 }
 
-void prof_trace_write(void)
+int prof_trace_write(void)
 {
-    prof_trace_out_write();
+    return prof_trace_out_write();
 }
 
 int prof_trace_pending(void)
@@ -267,12 +267,26 @@ int prof_trace_open(void)
         prof_log("PROF_TRACE: path too long; tracing is off");
         return -ENAMETOOLONG;
     }
-    if ((err = prof_trace_out_open(path)) != 0)
-        return err;
-    state = ON;
+    if (prof_rt_path_is_parents(cfg->trace_path)) {
+        /* A path without %p is the file of the process this one was
+         * started below (a worker): opening it again would cut that file
+         * and interleave two writers. A worker's parent says so in its
+         * summary; any other process says it here. */
+        static int logged;
+        char q[PROF_LOG_VALUE_SIZE];
+
+        state = CAPPED;
+        if (!prof_rt_is_worker())
+            prof_log_once(&logged, "trace %s: this process was started below prof process %u, "
+                          "whose trace it is (PROF_TRACE has no %%p); no trace here (%%p in the "
+                          "path gives each process its own)", prof_log_value(q, sizeof q, "PROF_TRACE", path), (unsigned)prof_rt_below());
+        return 0;
+    }
     stop_at = within_len = 0;
     gen++;
-    pad_pages = !prof_trace_out_is_gz();
+    /* Placement of the opening does not depend on it (it starts the
+     * file); set again once the open says whether it is gzip. */
+    pad_pages = 0;
     text_out = nevents = nonfinite = 0;
     nstreams = 0;
     last_dropped = 0;
@@ -287,12 +301,31 @@ int prof_trace_open(void)
     n = (size_t)snprintf(pid_text, sizeof pid_text, ",\"pid\":%d,\"tid\":",
                          (int)prof_process_get()->pid);
     pid_len = n < sizeof pid_text ? n : sizeof pid_text - 1;
-    /* The header is written at once: a process killed right after its
-     * first zone still leaves "[" and the metadata (and only with it out
-     * may the signal path end the file). */
+    /* The opening ("[" and the metadata) is formatted before the file is
+     * made and written by the open itself: a process killed right after
+     * the file appears still leaves "[" and the metadata (and only with
+     * them out may the signal path end the file). */
+    buf.len = 0;
+    buf.failed = 0;
     header();
-    prof_trace_flush();
-    prof_trace_out_write();
+    event_place();
+    if (buf.failed) {
+        char q[PROF_LOG_VALUE_SIZE];
+
+        prof_log("trace %s: out of memory; tracing is off",
+                 prof_log_value(q, sizeof q, "PROF_TRACE", path));
+        buf.len = 0;
+        buf.failed = 0;
+        return -ENOMEM;
+    }
+    n = buf.len;
+    if ((err = prof_trace_out_open(path, &buf)) != 0) {
+        buf.len = 0;
+        return err;
+    }
+    state = ON;
+    text_out = n;
+    pad_pages = !prof_trace_out_is_gz();
     return 0;
 }
 

@@ -47,8 +47,10 @@ uint64_t prof_trace_nonfinite(void);
 
 /* Hand what is buffered to the writer (trace_out.h). */
 void prof_trace_flush(void);
-/* Write what the writer holds: the collector, without the runtime lock. */
-void prof_trace_write(void);
+/* Have the writer write what is queued, without the runtime lock: the
+ * collector only wakes it; a program's thread (prof_flush) also waits for
+ * it, bounded (trace_out.h): 0, or -ETIMEDOUT / -ESRCH. */
+int prof_trace_write(void);
 /* Something is waiting to be written. */
 int prof_trace_pending(void);
 /* Write the closing ']' and close. */

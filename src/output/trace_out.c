@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ static int wstate = W_CLOSED;
 static int writer_tid;           /* who holds WRITING, or ENDED for the close */
 static int ended_by_signal;
 static int signal_fd = -1;       /* fd as the signal path may see it */
+static pid_t fd_pid;             /* the process that opened fd: no other writes to it */
 static unsigned char end_bytes[64];   /* what the signal path writes */
 static size_t end_len;
 
@@ -102,6 +104,12 @@ static uint64_t drop_total;      /* events dropped since the file was opened */
 static int end_wanted;           /* prof_trace_out_close: write the end */
 static int abandon_wanted;       /* prof_trace_out_abandon */
 static uint64_t origin_ns;       /* the trace's ts 0 (prof_trace_out_origin) */
+static uint64_t queued_end;      /* JSON offset of the end of the last batch
+                                    queued: what a flush waits for */
+static uint64_t text_done;       /* JSON offset the writer has gone past
+                                    (batches written, or not, the file failed) */
+static struct prof_buf carry;    /* the opening's bytes the pipe did not take
+                                    at open: the writer writes them first */
 
 /* The trace's path as every message shows it: made from PROF_TRACE. */
 static const char *path_said(char q[PROF_LOG_VALUE_SIZE], const char *p)
@@ -131,12 +139,105 @@ static int ends_with_gz(const char *s)
     return n > 3 && strcmp(s + n - 3, ".gz") == 0;
 }
 
-int prof_trace_out_open(char *p)
+static int trace_service(void);
+
+/* The opening's bytes as they go to the file (compressed for gz), in
+ * *data, *len (write_lock held). 0, or -ENOMEM (said). */
+static int opening_bytes(struct prof_buf *o, const char **data, size_t *len)
+{
+    char q[PROF_LOG_VALUE_SIZE];
+
+    *data = o->data;
+    *len = o->len;
+    if (gz == NULL || o->len == 0)
+        return 0;
+    zbuf.len = 0;
+    if (prof_gz_write(gz, o->data, o->len, 0, &zbuf) != 0) {
+        prof_log("trace %s: out of memory compressing its opening; tracing is off",
+                 path_said(q, path));
+        zbuf.failed = 0;
+        return -ENOMEM;
+    }
+    end_len = prof_gz_end_bytes(gz, END_TEXT, 3, end_bytes);
+    *data = zbuf.data;
+    *len = zbuf.len;
+    return 0;
+}
+
+/* A path that does not exist yet appears with the opening already in it:
+ * the file is made unnamed in its directory (O_TMPFILE), written, and then
+ * linked at the path, so that no process killed at any moment leaves it
+ * empty. The descriptor, or -1 where that cannot be done (the path exists:
+ * a file to truncate, a FIFO, a symbolic link to refuse; no O_TMPFILE on
+ * the file system; no /proc; a write that failed): the caller then opens
+ * the path as before. */
+static int open_linked(const char *p, const char *data, size_t len)
+{
+    char dir[sizeof path], proc[64];
+    const char *slash = strrchr(p, '/');
+    struct stat st;
+    size_t done;
+    int f;
+
+    if (len == 0 || lstat(p, &st) == 0 || errno != ENOENT)
+        return -1;
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == p)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - p), p);
+    f = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (f < 0)
+        return -1;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", f);
+    if (prof_write_full(f, data, len, &done) != 0 ||
+        linkat(AT_FDCWD, proc, AT_FDCWD, p, AT_SYMLINK_FOLLOW) != 0) {
+        close(f);
+        return -1;
+    }
+    return f;
+}
+
+/* The opening on a path opened as before (write_lock held, fd still
+ * O_NONBLOCK): written on the opening thread at once, so that a process
+ * killed a moment later leaves "[" and the metadata (handing it to a
+ * writer thread that was just created left the file empty for tens of ms
+ * on a loaded machine). Without blocking: a FIFO whose pipe is full takes
+ * the rest later, from the writer (carry). 0, or a negative errno
+ * (said). */
+static int write_opening(const char *data, size_t len)
+{
+    char q[PROF_LOG_VALUE_SIZE];
+    size_t done = 0;
+    int err;
+
+    carry.len = 0;
+    if (len == 0)
+        return 0;
+    err = prof_write_full(fd, data, len, &done);
+    if (err == -EAGAIN) {
+        prof_buf_put(&carry, data + done, len - done);
+        err = carry.failed ? -ENOMEM : 0;
+    }
+    if (err != 0) {
+        prof_log("trace %s: cannot write its opening (%s); tracing is off, the summary goes on",
+                 path_said(q, path), strerror(-err));
+        carry.len = 0;
+        carry.failed = 0;
+        return err;
+    }
+    __atomic_store_n(&written, (uint64_t)done, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int prof_trace_out_open(char *p, struct prof_buf *opening)
 {
     static int zlib_note;
     char q[PROF_LOG_VALUE_SIZE];
-    const char *why;
-    int err;
+    const char *why, *data;
+    size_t len;
+    int err, left;
 
     pthread_mutex_lock(&write_lock);
     if (ends_with_gz(p)) {
@@ -150,34 +251,61 @@ int prof_trace_out_open(char *p)
             p[strlen(p) - 3] = '\0';
         }
     }
-    /* O_NONBLOCK for the open only: a FIFO with no reader fails (ENXIO)
-     * instead of hanging the thread that recorded the first zone. */
-    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (fd < 0) {
-        err = errno;
-        prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on",
-                 path_said(q, p), strerror(err), err == ELOOP ? ": the path is a symbolic link, which prof "
-                 "does not follow" : "");
-        prof_gz_free(gz);
-        gz = NULL;
-        pthread_mutex_unlock(&write_lock);
-        return -err;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     snprintf(path, sizeof path, "%s", p);
     __atomic_store_n(&written, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&raw_written, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&failed, 0, __ATOMIC_RELAXED);
     memcpy(end_bytes, END_TEXT, 3);
     end_len = 3;
+    carry.len = 0;
+    if ((err = opening_bytes(opening, &data, &len)) != 0)
+        goto fail;
+    if ((fd = open_linked(p, data, len)) >= 0) {
+        __atomic_store_n(&written, (uint64_t)len, __ATOMIC_RELAXED);
+    } else {
+        /* O_NONBLOCK for the open and the opening only: a FIFO with no
+         * reader fails (ENXIO) instead of hanging the thread that recorded
+         * the first zone, and one whose pipe is full does not hang it
+         * either. */
+        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        if (fd < 0) {
+            err = -errno;
+            prof_log("trace %s: cannot open (%s)%s; tracing is off, the summary goes on",
+                     path_said(q, p), strerror(-err), err == -ELOOP ? ": the path is a symbolic link, which "
+                     "prof does not follow" : "");
+            goto fail;
+        }
+        if ((err = write_opening(data, len)) != 0) {
+            close(fd);
+            fd = -1;
+            goto fail;
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    }
+    fd_pid = getpid();
+    __atomic_store_n(&raw_written, (uint64_t)opening->len, __ATOMIC_RELAXED);
     __atomic_store_n(&ended_by_signal, 0, __ATOMIC_RELAXED);
     pthread_mutex_lock(&queue_lock);
-    text_total = drop_unsaid = drop_total = 0;
+    text_total = queued_end = text_done = opening->len;
+    drop_unsaid = drop_total = 0;
     end_wanted = abandon_wanted = 0;
     pthread_mutex_unlock(&queue_lock);
+    opening->len = 0;
+    /* Only once the opening is out may the signal path write the end. */
+    left = carry.len != 0;
+    if (!left)
+        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
     __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&write_lock);
+    if (left)
+        prof_writer_kick(trace_service);
     return 0;
+fail:
+    prof_buf_free(&zbuf);
+    prof_gz_free(gz);
+    gz = NULL;
+    pthread_mutex_unlock(&write_lock);
+    return err;
 }
 
 /* The thread that holds WRITING (or ENDED, closing): a signal handler on
@@ -194,8 +322,24 @@ static void set_writer(void)
 static void write_all(const char *p, size_t n)
 {
     size_t done;
-    int err = prof_write_full(fd, p, n, &done);
     char q[PROF_LOG_VALUE_SIZE];
+    int err;
+
+    if (getpid() != fd_pid) {
+        /* Another process's descriptor (a fork's copy that its handlers
+         * did not get to forget): its file is that process's alone. */
+        static int logged;
+
+        prof_log_once(&logged, "trace %s: opened by pid %d, not this process (%d); nothing "
+                      "written to it here", path_said(q, path), (int)fd_pid, (int)getpid());
+        __atomic_store_n(&signal_fd, -1, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
+        close(fd);
+        fd = -1;
+        __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    err = prof_write_full(fd, p, n, &done);
 
     __atomic_add_fetch(&written, (uint64_t)done, __ATOMIC_RELAXED);
     prof_writer_progress();
@@ -246,9 +390,26 @@ static void write_batch(const char *p, size_t n)
     }
 }
 
-static int trace_service(void);
 static void trace_abandon(void);
 static void trace_end(void);
+
+/* What the pipe did not take of the opening at open, first (write_lock
+ * held): bytes as they go to the file (compressed for gz). */
+static void write_carry(void)
+{
+    int expect = W_OPEN;
+
+    if (!__atomic_compare_exchange_n(&wstate, &expect, W_WRITING, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return;
+    set_writer();
+    write_all(carry.data, carry.len);
+    carry.len = 0;
+    if (fd >= 0) {
+        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
+        __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+    }
+}
 
 void prof_trace_out_origin(uint64_t ns)
 {
@@ -267,26 +428,47 @@ static uint64_t batch_events(const struct prof_buf *b)
     return n;
 }
 
+/* prof_writer_wait's test for a program's thread that found the queue
+ * full: room for `need` more bytes (or the file is ending). */
+static int queue_room(uint64_t need)
+{
+    int room;
+
+    pthread_mutex_lock(&queue_lock);
+    room = queued + need <= QUEUE_MAX || end_wanted;
+    pthread_mutex_unlock(&queue_lock);
+    return room;
+}
+
 void prof_trace_out_queue(struct prof_buf *b)
 {
     struct batch *q;
     static int logged;
     uint64_t lost;
-    int self_write, full;
+    int may_wait, waited = 0;
 
     if (b->len == 0)
         return;
-    /* Only the collector must never wait: a full queue on another thread
-     * (prof_flush, prof_shutdown's final drain) is written by that thread
-     * below, as the writer would. */
-    self_write = !on_collector() && !prof_writer_is_self();
+    /* Only the collector (and the writer) must never wait: on another
+     * thread (prof_flush, prof_shutdown's final drain) a full queue is
+     * waited for, bounded (writer.h: a writer that is only late makes
+     * room; a stuck one costs that thread the bound once), and then the
+     * batch is dropped as the collector's would be. */
+    may_wait = !on_collector() && !prof_writer_is_self();
     pthread_mutex_lock(&queue_lock);
-    if (end_wanted || (queued + b->len > QUEUE_MAX && !self_write)) {
+    while (!end_wanted && queued + b->len > QUEUE_MAX && may_wait && !waited) {
+        pthread_mutex_unlock(&queue_lock);
+        prof_writer_kick(trace_service);
+        prof_writer_wait(queue_room, b->len);
+        waited = 1;
+        pthread_mutex_lock(&queue_lock);
+    }
+    if (end_wanted || queued + b->len > QUEUE_MAX) {
         /* The writer is behind (a reader that does not read, a slow disk):
          * the batch is dropped, counted, and said in the file before the
-         * next batch written (write_drop_note). Never the header: the queue
-         * is empty when it comes. The text keeps its offset in the count,
-         * so that the writer can put the file back on the formatter's page
+         * next batch written (write_drop_note). Never the opening: it is
+         * written at open. The text keeps its offset in the count, so
+         * that the writer can put the file back on the formatter's page
          * placement. */
         lost = end_wanted ? 0 : batch_events(b);
         drop_unsaid += lost;
@@ -309,24 +491,9 @@ void prof_trace_out_queue(struct prof_buf *b)
         nspare--;
     }
     pthread_mutex_unlock(&queue_lock);
-    if (q == NULL && (q = calloc(1, sizeof *q)) == NULL && self_write) {
-        /* No memory for the queue, on a thread that may write (the header
-         * at open, prof_flush): what is queued and this batch, in order,
-         * here. */
-        trace_service();
-        pthread_mutex_lock(&write_lock);
-        if (fd >= 0)
-            write_batch(b->data, b->len);
-        pthread_mutex_unlock(&write_lock);
-        pthread_mutex_lock(&queue_lock);
-        text_total += b->len;
-        pthread_mutex_unlock(&queue_lock);
-        b->len = 0;
-        return;
-    }
-    if (q == NULL) {
-        /* No memory for the queue on the collector: the batch is left
-         * out, as a full queue leaves it. */
+    if (q == NULL && (q = calloc(1, sizeof *q)) == NULL) {
+        /* No memory for the queue: the batch is left out, as a full queue
+         * leaves it. */
         pthread_mutex_lock(&queue_lock);
         drop_unsaid += batch_events(b);
         drop_total += batch_events(b);
@@ -349,17 +516,14 @@ void prof_trace_out_queue(struct prof_buf *b)
     pthread_mutex_lock(&queue_lock);
     q->text_at = text_total;
     text_total += q->text.len;
+    queued_end = text_total;
     q->dropped_events = drop_unsaid;
     drop_unsaid = 0;
     *tail = q;
     tail = &q->next;
     queued += q->text.len;
-    full = queued >= QUEUE_MAX;
     pthread_mutex_unlock(&queue_lock);
-    if (full && self_write)
-        trace_service();
-    else
-        prof_writer_kick(trace_service);
+    prof_writer_kick(trace_service);
 }
 
 /* Before a batch that follows dropped ones (writer, write_lock held): one
@@ -410,8 +574,13 @@ static int trace_service(void)
     int any = 0, end, abandon;
 
     pthread_mutex_lock(&write_lock);
+    if (carry.len != 0 && fd >= 0) {
+        write_carry();
+        any = 1;
+    }
     for (;;) {
         struct batch *q;
+        uint64_t past;
 
         /* The batch moves between the queue, `writing` and the spares
          * under the queue's lock, which fork takes: a forked child finds
@@ -432,8 +601,11 @@ static int trace_service(void)
         if (fd >= 0)
             write_batch(q->text.data, q->text.len);
         __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
+        past = q->text_at + q->text.len;
         q->text.len = 0;
         pthread_mutex_lock(&queue_lock);
+        if (past > text_done)
+            text_done = past;
         if (nspare < SPARES_MAX) {
             q->next = spare;
             spare = q;
@@ -444,6 +616,9 @@ static int trace_service(void)
         }
         writing = NULL;
         pthread_mutex_unlock(&queue_lock);
+        /* Once text_done is moved: a prof_flush waiting for this batch
+         * (prof_writer_wait) is woken only now, and sees it written. */
+        prof_writer_progress();
     }
     pthread_mutex_lock(&queue_lock);
     end = end_wanted && head == NULL;
@@ -460,21 +635,44 @@ static int trace_service(void)
     return any;
 }
 
-void prof_trace_out_write(void)
+/* prof_writer_wait's test: the writer has gone past JSON offset target. */
+static int trace_written(uint64_t target)
 {
-    /* The collector hands the queue to the writer thread and goes on; the
-     * other callers (prof_flush: the trace is on disk when it returns; the
-     * file's header at open) write it themselves, as the writer would. */
-    if (on_collector() || prof_writer_is_self()) {
-        int work;
+    int past;
 
-        pthread_mutex_lock(&queue_lock);
-        work = head != NULL || abandon_wanted || end_wanted;
-        pthread_mutex_unlock(&queue_lock);
-        if (work)
-            prof_writer_kick(trace_service);
-    } else
-        trace_service();
+    pthread_mutex_lock(&queue_lock);
+    past = text_done >= target;
+    pthread_mutex_unlock(&queue_lock);
+    return past;
+}
+
+/* Wake the writer if anything is queued or asked for. */
+static void trace_kick(void)
+{
+    int work;
+
+    pthread_mutex_lock(&queue_lock);
+    work = head != NULL || abandon_wanted || end_wanted;
+    pthread_mutex_unlock(&queue_lock);
+    if (work)
+        prof_writer_kick(trace_service);
+}
+
+int prof_trace_out_write(void)
+{
+    uint64_t target;
+
+    trace_kick();
+    /* The collector hands the queue to the writer thread and goes on; a
+     * program's thread (prof_flush: the trace holds its events when it
+     * returns) waits for the writer to write what is queued now, bounded
+     * (writer.h). */
+    if (on_collector() || prof_writer_is_self())
+        return 0;
+    pthread_mutex_lock(&queue_lock);
+    target = queued_end;
+    pthread_mutex_unlock(&queue_lock);
+    return prof_writer_wait(trace_written, target);
 }
 
 int prof_trace_out_pending(void)
@@ -536,7 +734,9 @@ void prof_trace_out_abandon(void)
     pthread_mutex_lock(&queue_lock);
     abandon_wanted = 1;
     pthread_mutex_unlock(&queue_lock);
-    prof_trace_out_write();
+    /* Under the runtime lock, maybe on a program's thread: never waited
+     * for. */
+    trace_kick();
 }
 
 /* The file's end, after the last batch (write_lock held). */
@@ -625,7 +825,7 @@ void prof_trace_out_close_from_signal(void)
             int f = __atomic_load_n(&signal_fd, __ATOMIC_RELAXED);
 
             __atomic_store_n(&ended_by_signal, 1, __ATOMIC_RELEASE);
-            if (f >= 0 && write(f, end_bytes, end_len) < 0) {
+            if (f >= 0 && getpid() == fd_pid && write(f, end_bytes, end_len) < 0) {
                 /* Nothing more a signal handler may do. */
             }
             return;
@@ -697,6 +897,7 @@ void prof_trace_out_forget(void)
     head = NULL;
     tail = &head;
     queued = 0;
-    text_total = drop_unsaid = drop_total = 0;
+    text_total = queued_end = text_done = drop_unsaid = drop_total = 0;
+    carry.len = 0;
     end_wanted = abandon_wanted = 0;
 }

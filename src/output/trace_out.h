@@ -4,7 +4,9 @@
  * and queues them here; the output writer thread (writer.h) writes the
  * queue (compressing it for a .gz path), so neither the collector nor a
  * thread that waits on the runtime lock (a first zone, prof_flush,
- * prof_stats, fork) waits on the disk or on the file's reader. Batches are
+ * prof_stats, fork) writes to the disk or to the file's reader; a program's
+ * thread waits for the writer only in prof_flush (and for room in a full
+ * queue), bounded (writer.h). Batches are
  * written whole and in order, by one writer at a time. The queue is
  * bounded (QUEUE_MAX in trace_out.c, 4 MB): a batch that finds it full is
  * dropped and its events counted; the file says how many in an instant
@@ -21,9 +23,13 @@
 #include "json.h"
 
 /* Open path for writing (gzip when it ends in ".gz" and zlib loads; else
- * plain JSON to the name without ".gz", which is cut off path in place).
- * 0, or a negative errno after one message. */
-int prof_trace_out_open(char *path);
+ * plain JSON to the name without ".gz", which is cut off path in place)
+ * and write *opening (the "[" and the metadata) at once, on the calling
+ * thread, without blocking: a process killed right after the file appears
+ * still leaves a file the tools read. What a full pipe does not take is
+ * written by the writer thread before anything else. *opening comes back
+ * empty. 0, or a negative errno after one message. */
+int prof_trace_out_open(char *path, struct prof_buf *opening);
 int prof_trace_out_is_open(void);
 int prof_trace_out_is_gz(void);
 
@@ -34,14 +40,18 @@ void prof_trace_out_origin(uint64_t origin_ns);
 /* Queue the text in *b (taking its memory; *b comes back empty, with a
  * spare buffer's room when there is one) and wake the writer thread. When
  * the queue is full (or the end was asked for), the text is dropped and
- * its events counted. Never writes. */
+ * its events counted; on a program's thread (not the collector) a full
+ * queue is first waited for, bounded by writer.h's PROF_WRITER_WAIT_NS
+ * (the runtime lock is then held: a summary handler that takes it delays
+ * the writer until the bound). Never writes. */
 void prof_trace_out_queue(struct prof_buf *b);
 
-/* On the collector (or the writer): wake the writer thread. On any other
- * thread (prof_flush, the header at open): write every queued batch
- * there and then, as before the writer thread, so the file holds them
- * when the call returns. */
-void prof_trace_out_write(void);
+/* Wake the writer thread if anything is queued. On a program's thread
+ * (prof_flush), then wait until it has written what was queued before the
+ * call, bounded (prof_writer_wait): 0, or -ETIMEDOUT / -ESRCH with the
+ * batches still queued. On the collector or the writer: 0 at once. No
+ * lock held. */
+int prof_trace_out_write(void);
 
 /* Something is queued: the collector should write it soon. */
 int prof_trace_out_pending(void);

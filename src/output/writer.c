@@ -24,10 +24,14 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake_cond = PTHREAD_COND_INITIALIZER;   /* kicks moved */
 static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;   /* done moved */
+static pthread_cond_t moved_cond = PTHREAD_COND_INITIALIZER;  /* progress moved */
 static prof_writer_fn services[SERVICES_MAX];
 static unsigned nservices;
 static uint64_t kicks, done;
-static uint64_t progress;        /* writes done (prof_writer_progress), atomic */
+static uint64_t progress;        /* writes done (prof_writer_progress); written
+                                    under lock, read atomically too */
+static int stuck;                /* a program's wait gave up on the writer ... */
+static uint64_t stuck_progress;  /* ... when progress was this */
 static int running;              /* this process has a writer thread */
 static int stopping;             /* prof_writer_stop: exit once idle */
 static uint64_t exits;           /* threads that left writer_main */
@@ -163,7 +167,13 @@ static void deadline(struct timespec *end, uint64_t timeout_ns)
 
 void prof_writer_progress(void)
 {
+    /* Under the lock, so that a program's thread in prof_writer_wait that
+     * found its output not yet written either sees the new count or is
+     * woken by the broadcast. */
+    pthread_mutex_lock(&lock);
     __atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&moved_cond);
+    pthread_mutex_unlock(&lock);
 }
 
 static uint64_t mono_ns(void)
@@ -217,6 +227,71 @@ int prof_writer_drain(uint64_t stall_ns, uint64_t max_ns)
     return err;
 }
 
+int prof_writer_wait(int (*written)(uint64_t), uint64_t target)
+{
+    static int logged;
+    uint64_t start, moved, now, seen, gen;
+
+    if (written(target))
+        return 0;
+    /* The summary handler runs on the writer: what it would wait for is
+     * itself. */
+    if (prof_writer_in_handler() || prof_writer_is_self())
+        return -EDEADLK;
+    pthread_mutex_lock(&lock);
+    if (!running) {
+        /* No thread (it could not be started): nothing will write before
+         * a later kick starts one, or the run's end writes it. */
+        pthread_mutex_unlock(&lock);
+        return -ESRCH;
+    }
+    if (stuck && progress == stuck_progress) {
+        /* An earlier wait found the writer stuck and it has completed no
+         * write since: a loop that flushes every step pays the bound once
+         * per stall, not once per call. */
+        pthread_mutex_unlock(&lock);
+        return written(target) ? 0 : -ETIMEDOUT;
+    }
+    stuck = 0;
+    start = moved = now = mono_ns();
+    seen = progress;
+    for (;;) {
+        uint64_t until;
+        struct timespec end;
+
+        gen = progress;
+        pthread_mutex_unlock(&lock);
+        if (written(target))
+            return 0;
+        pthread_mutex_lock(&lock);
+        now = mono_ns();
+        if (progress != seen) {
+            seen = progress;
+            moved = now;
+        }
+        if (now - moved >= PROF_WRITER_WAIT_NS || now - start >= PROF_WRITER_WAIT_MAX_NS)
+            break;
+        if (progress != gen)
+            continue;   /* a write completed since written() looked */
+        until = moved + PROF_WRITER_WAIT_NS < start + PROF_WRITER_WAIT_MAX_NS
+                    ? moved + PROF_WRITER_WAIT_NS : start + PROF_WRITER_WAIT_MAX_NS;
+        deadline(&end, until - now);
+        pthread_cond_timedwait(&moved_cond, &lock, &end);
+    }
+    stuck = 1;
+    stuck_progress = progress;
+    pthread_mutex_unlock(&lock);
+    if (written(target))
+        return 0;
+    prof_log_once(&logged, "the output writer is behind (%s: a reader that does not read, "
+                  "such as a paused `| less` or a trace FIFO nobody reads?): prof_flush and "
+                  "the cross-rank table return without waiting for it while it stays so; "
+                  "their numbers are complete, and what is queued is written when the reader "
+                  "reads again", now - moved >= PROF_WRITER_WAIT_NS
+                  ? "no write completed for 1 s" : "still writing after 10 s");
+    return -ETIMEDOUT;
+}
+
 int prof_writer_stop(uint64_t timeout_ns)
 {
     struct timespec end;
@@ -260,13 +335,15 @@ void prof_writer_atfork_parent(void)
 void prof_writer_atfork_child(void)
 {
     pthread_cond_t fresh_wake = PTHREAD_COND_INITIALIZER, fresh_idle = PTHREAD_COND_INITIALIZER;
+    pthread_cond_t fresh_moved = PTHREAD_COND_INITIALIZER;
 
     /* The parent's writer does not exist here, and what it had queued is
      * the parent's to write (the outputs forget it in their own handlers):
      * nothing is pending, and the first kick starts this process's own. */
     wake_cond = fresh_wake;
     idle_cond = fresh_idle;
-    running = stopping = 0;
+    moved_cond = fresh_moved;
+    running = stopping = stuck = 0;
     done = kicks;
     pthread_mutex_unlock(&lock);
 }

@@ -38,6 +38,14 @@
 #define PROF_WRITER_DRAIN_NS (2 * 1000000000ull)
 #define PROF_WRITER_DRAIN_MAX_NS (30 * 1000000000ull)
 
+/* How long a program's thread waits for its output to be written
+ * (prof_flush: the summaries due and the trace's events; the cross-rank
+ * table) before it goes on without it: PROF_WRITER_WAIT_NS without a write
+ * completed (the writer is stuck: a reader that does not read), and
+ * PROF_WRITER_WAIT_MAX_NS in all (a writer that is moving, but slowly). */
+#define PROF_WRITER_WAIT_NS (1 * 1000000000ull)
+#define PROF_WRITER_WAIT_MAX_NS (10 * 1000000000ull)
+
 /* Write what the output has queued; nonzero when something was written
  * (or dropped): the writer then runs every service again. Runs on the
  * writer thread, no prof lock held. */
@@ -71,6 +79,20 @@ void prof_writer_progress(void);
  * calling thread instead. Must not hold a lock a service takes (the
  * runtime lock: the summary handler may take it). */
 int prof_writer_drain(uint64_t stall_ns, uint64_t max_ns);
+
+/* On a program's thread: wait until written(target) is true (what the
+ * caller queued, up to target, is written), bounded by
+ * PROF_WRITER_WAIT_NS / PROF_WRITER_WAIT_MAX_NS. written() is called with
+ * no lock held and may take its output's own locks; the caller must not
+ * hold a lock a service takes (the runtime lock: the summary handler may
+ * take it). Returns 0 when written; -ETIMEDOUT when the wait gave up
+ * (said once on the log); after that, while the writer has completed no
+ * write since, every call returns at once (-ETIMEDOUT unless written), so
+ * that a stuck reader costs a loop one bound, not one per call; -EDEADLK
+ * on the writer itself or in the summary handler, -ESRCH when the writer
+ * thread could not be started (nothing waited for). What is not written
+ * stays queued, bounded as each output says. */
+int prof_writer_wait(int (*written)(uint64_t), uint64_t target);
 
 /* The run's end, after a drain: the writer thread exits once it has
  * nothing left (a program that shut prof down has no prof thread left);

@@ -343,3 +343,45 @@ def test_rank_steps_twice_named():
     for o in noted:
         assert [r["rank"] for r in o["ranks"] if r["state"] == "other_steps"] == [1], o
         assert any(s["ranks_other_steps"] > 0 for s in o["stages"]), o
+
+
+# An unmodified DDP script: no prof in it.
+DDP_UNMODIFIED = textwrap.dedent("""
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(10):
+        opt.zero_grad()
+        model(torch.randn(8, 16)).pow(2).mean().backward()
+        opt.step()
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_torchrun_python_m_prof_cross_rank_table(tmp_path, nranks):
+    """PROF_RANKS=1 under torchrun with python -m prof and no code change:
+    the optimizer's steps are prof's steps, so rank 0 prints the cross-rank
+    table at each window, the last one included (before the script's
+    destroy_process_group). torch 1.13's torchrun needs --redirects and
+    --tee on Python 3.11 (docs/TORCH.md)."""
+    needs_torch()
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_UNMODIFIED)
+    _, err, _ = run(["-m", "torch.distributed.run", "--nproc_per_node", str(nranks),
+                     "--master_addr", "127.0.0.1", "--master_port", free_port(),
+                     "--redirects", "2", "--tee", "2", "-m", "prof", str(script)],
+                    clean_env(PROF_RANKS="1", PROF_SUMMARY_EVERY="5steps",
+                              OMP_NUM_THREADS="1"), limit=240)
+    assert re.findall(r"^\[default0\]:prof ranks: step (\d+), last 5 steps, (\d+) ranks",
+                      err, re.M) == [("5", str(nranks)), ("10", str(nranks))], err
+    assert len(re.findall(r"^\[default0\]:straggler: rank \d+ in ", err, re.M)) == 2, err
+    assert "cross-rank summary failed" not in err, err
+    assert len(re.findall(r"^\[default\d\]:prof summary: .*final: 10 steps", err, re.M)) == \
+        nranks, err

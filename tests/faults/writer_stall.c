@@ -15,14 +15,17 @@
  * exits normally (the final report waits for the reader; the trace is
  * whole).
  *
- *     writer_stall summary DIR SECONDS
+ *     writer_stall summary DIR SECONDS [AFTER]
  *
  * Records zones at about 1 M a second (under a sanitizer 250 k, 50 k with
- * a trace) for
- * SECONDS, with PROF_SUMMARY=stdout on a pipe nobody reads (and maybe a
- * trace to a FIFO nobody reads): writes the zones made to DIR/made, then
- * creates DIR/done (the reader starts reading) and exits normally; the
- * final summary must count every zone. */
+ * a trace) for SECONDS and then until DIR/stop exists (the reader makes it
+ * once what it waits for happened: how long that takes is the scheduler's),
+ * with PROF_SUMMARY=stdout on a pipe nobody reads (and maybe a trace to a
+ * FIFO nobody reads). Without AFTER: writes the zones made to DIR/made,
+ * then creates DIR/done (the reader starts reading). With AFTER: creates
+ * DIR/done, records AFTER seconds more while the reader reads, then writes
+ * DIR/made. Then it exits normally; the final summary must count every
+ * zone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +69,9 @@ static double timed_stats(void)
 #endif
 
 /* Zones at a steady rate (bursts of 1,000 kept on schedule, a short sleep
- * when ahead) for `seconds`, while stdout and the trace are not read. */
-static int stall_summary(const char *dir, double seconds)
+ * when ahead) for `seconds`, and then until the file stop exists (NULL:
+ * not); returns how many. */
+static long long zones_for(double seconds, const char *stop)
 {
     const char *name = prof_intern("stall_zone");
     /* Under a sanitizer the collector is several times slower, and more
@@ -75,14 +79,10 @@ static int stall_summary(const char *dir, double seconds)
      * keeps up with when nothing is stuck. */
     const double rate = !UNDER_SANITIZER ? 1e6 : getenv("PROF_TRACE") ? 50e3 : 250e3;
     struct timespec nap = {0, 100 * 1000};
-    char made_path[4096], done_path[4096];
     double t0 = now_ms(), t;
     long long made = 0;
-    FILE *f;
 
-    snprintf(made_path, sizeof made_path, "%s/made", dir);
-    snprintf(done_path, sizeof done_path, "%s/done", dir);
-    while ((t = now_ms() - t0) < seconds * 1e3) {
+    while ((t = now_ms() - t0) < seconds * 1e3 || (stop != NULL && access(stop, F_OK) != 0)) {
         if (made >= (long long)(rate * t / 1e3)) {
             nanosleep(&nap, NULL);
             continue;
@@ -92,13 +92,37 @@ static int stall_summary(const char *dir, double seconds)
         }
         made += 1000;
     }
+    return made;
+}
+
+/* Zones while stdout and the trace are not read, then maybe while they
+ * are. */
+static int stall_summary(const char *dir, double seconds, double after)
+{
+    char made_path[4096], done_path[4096], stop_path[4096];
+    double t0 = now_ms();
+    long long made;
+    FILE *f;
+
+    snprintf(made_path, sizeof made_path, "%s/made", dir);
+    snprintf(done_path, sizeof done_path, "%s/done", dir);
+    snprintf(stop_path, sizeof stop_path, "%s/stop", dir);
+    made = zones_for(seconds, stop_path);
+    if (after > 0) {
+        f = fopen(done_path, "w");
+        CHECK(f != NULL);
+        fclose(f);
+        made += zones_for(after, NULL);
+    }
     f = fopen(made_path, "w");
     CHECK(f != NULL);
     fprintf(f, "%lld %.3f\n", made, (now_ms() - t0) / 1e3);
     fclose(f);
-    f = fopen(done_path, "w");
-    CHECK(f != NULL);
-    fclose(f);
+    if (after <= 0) {
+        f = fopen(done_path, "w");
+        CHECK(f != NULL);
+        fclose(f);
+    }
     return 0;   /* the final summary at exit */
 }
 
@@ -112,8 +136,8 @@ int main(int argc, char **argv)
     double slowest = 0, dt;
     FILE *f;
 
-    if (argc == 4 && strcmp(argv[1], "summary") == 0)
-        return stall_summary(argv[2], atof(argv[3]));
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "summary") == 0)
+        return stall_summary(argv[2], atof(argv[3]), argc == 5 ? atof(argv[4]) : 0);
     if (argc < 2)
         SKIP("usage: writer_stall DIR | writer_stall summary DIR SECONDS");
     snprintf(full, sizeof full, "%s/full", argv[1]);

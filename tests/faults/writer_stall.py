@@ -78,16 +78,35 @@ def stuck_readers(exe, tc, with_trace):
         env.update(PROF='1', PROF_SUMMARY='stdout', PROF_SUMMARY_EVERY='20ms', PROF_BUFFER='1M')
         if with_trace:
             env['PROF_TRACE'] = fifo
+        # The program runs `seconds`, then until DIR/stop: with stdout
+        # alone, until it said that periodic summaries are merged (the
+        # queue of 256 is full: 5 s of 20 ms summaries on a quiet machine,
+        # longer on a loaded one, where the collector makes them late).
+        stop = os.path.join(d, 'stop')
+        merged_said = 'periodic summaries are merged'
+        if with_trace:
+            open(stop, 'w').close()
         p = subprocess.Popen([exe, 'summary', d, str(seconds)], env=env, stdout=w,
                              stderr=subprocess.PIPE)
         os.close(w)
         err = []
-        et = threading.Thread(target=lambda: err.append(p.stderr.read()))
+
+        def read_err():
+            for line in p.stderr:
+                err.append(line)
+                if merged_said.encode() in line and not os.path.exists(stop):
+                    open(stop, 'w').close()
+        et = threading.Thread(target=read_err)
         et.start()
         done = os.path.join(d, 'done')
         end = time.monotonic() + seconds + HANG_S
         while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
             time.sleep(0.05)
+        if not os.path.exists(stop):
+            open(stop, 'w').close()     # the hang guard: never said (a FAIL below)
+            while not os.path.exists(done) and p.poll() is None and \
+                    time.monotonic() < end + HANG_S:
+                time.sleep(0.05)
         out, trace = [], []
         # Now read both to their ends (the final summary and the trace's
         # end come once the writer can write).
@@ -103,7 +122,7 @@ def stuck_readers(exe, tc, with_trace):
             print('FAIL: the program did not exit')
             return 1
         et.join()
-        stderr = err[0].decode(errors='replace') if err else ''
+        stderr = b''.join(err).decode(errors='replace')
         text = b''.join(out).decode(errors='replace')
         if p.returncode != 0 or not os.path.exists(done):
             print(f'FAIL: exit status {p.returncode}\n{stderr[-2000:]}')
@@ -111,8 +130,9 @@ def stuck_readers(exe, tc, with_trace):
         made = int(open(os.path.join(d, 'made')).read().split()[0])
         finals = [m.start() for m in re.finditer(r'^prof summary: .*final:', text, re.M)]
         periodic = len(re.findall(r'^prof summary: .*, step [0-9]+: ', text, re.M))
+        made_s = float(open(os.path.join(d, 'made')).read().split()[1])
         print(f'{"stdout and trace" if with_trace else "stdout"} not read: '
-              f'{made} zones made in {seconds:.1f} s; stdout: {len(text)} bytes, '
+              f'{made} zones made in {made_s:.1f} s; stdout: {len(text)} bytes, '
               f'{periodic} periodic summaries, {len(finals)} final')
         if len(finals) != 1:
             print(f'FAIL: {len(finals)} final summaries on stdout, want 1\n'
@@ -164,11 +184,97 @@ def stuck_readers(exe, tc, with_trace):
     return 0
 
 
+def merged_time_windows(exe):
+    """Time-based summaries in JSON (PROF_SUMMARY_EVERY=2ms) on a stdout
+    that nobody reads for 2 s, then is read while the program goes on for
+    0.5 s (issue 36): while the queue is full the windows really merge, and
+    the summary made once it has room must say how many periods its window
+    holds (merged_windows); before, it said 1 for every time-based summary. Exact, whatever the timing: each period
+    whose summary was not made is counted once at exit ("behind N times")
+    and once in the next periodic summary's merged_windows (the periods
+    after the last periodic summary are in no window: the final summary
+    covers the run), so the periodic summaries' merged_windows add up to
+    their count plus at most N, and to more than their count when N > 0."""
+    import json
+    with tempfile.TemporaryDirectory(prefix='prof-merged-') as d:
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, F_SETPIPE_SZ, 4096)
+        except OSError:
+            pass
+        env = {k: v for k, v in os.environ.items() if not k.startswith('PROF')}
+        env.update(PROF='1', PROF_SUMMARY='stdout', PROF_SUMMARY_EVERY='2ms',
+                   PROF_SUMMARY_FORMAT='json', PROF_BUFFER='1M')
+        # The program runs 2 s, then until DIR/stop: until it said that
+        # periodic summaries are merged (the queue is full; later on a
+        # loaded machine, where the collector makes them late).
+        stop = os.path.join(d, 'stop')
+        merged_said = 'periodic summaries are merged'
+        p = subprocess.Popen([exe, 'summary', d, '2', '0.5'], env=env, stdout=w,
+                             stderr=subprocess.PIPE)
+        os.close(w)
+        err = []
+
+        def read_err():
+            for line in p.stderr:
+                err.append(line)
+                if merged_said.encode() in line and not os.path.exists(stop):
+                    open(stop, 'w').close()
+        et = threading.Thread(target=read_err)
+        et.start()
+        done = os.path.join(d, 'done')
+        end = time.monotonic() + 2 + HANG_S
+        while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        if not os.path.exists(stop):
+            open(stop, 'w').close()     # the hang guard: never said (a FAIL below)
+            while not os.path.exists(done) and p.poll() is None and \
+                    time.monotonic() < end + HANG_S:
+                time.sleep(0.05)
+        out = []
+        read_all(r, out)
+        try:
+            p.wait(timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            print('FAIL: the program did not exit')
+            return 1
+        et.join()
+        stderr = b''.join(err).decode(errors='replace')
+        if p.returncode != 0:
+            print(f'FAIL: exit status {p.returncode}\n{stderr[-2000:]}')
+            return 1
+        periodic = []
+        for line in b''.join(out).decode(errors='replace').splitlines():
+            if line.startswith('{'):
+                o = json.loads(line)
+                if o.get('kind') == 'periodic':
+                    periodic.append(o)
+        m = re.search(r'writer was behind \(PROF_SUMMARY\'s reader\) (\d+) times', stderr)
+        behind = int(m.group(1)) if m else 0
+        merged = [o['merged_windows'] for o in periodic]
+        widest = max(merged, default=0)
+        print(f'time windows, stdout not read for 2 s: {len(periodic)} periodic summaries, '
+              f'{behind} not made (said at exit), merged_windows add up to {sum(merged)}, '
+              f'the widest holds {widest}')
+        if behind == 0:
+            print(f'FAIL: the queue never filled (no "behind N times" line):\n{stderr[-2000:]}')
+            return 1
+        if not len(periodic) < sum(merged) <= len(periodic) + behind:
+            print(f'FAIL: merged_windows add up to {sum(merged)} over {len(periodic)} periodic '
+                  f'summaries, with {behind} not made: the merge is not said')
+            return 1
+    return 0
+
+
 def main():
     exe, tc_path = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.dirname(os.path.abspath(tc_path)))
     import trace_check as tc
 
+    if merged_time_windows(exe) != 0:
+        return 1
     for with_trace in (False, True):
         if stuck_readers(exe, tc, with_trace) != 0:
             return 1

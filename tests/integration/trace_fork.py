@@ -1,8 +1,9 @@
 """fork: with '%p' in PROF_TRACE a parent and its N children write N+1
 valid traces, each holding only its own process's events (children only
 their own zones); without '%p' there is one file, the parent's, with none
-of the children's events, and each child's summary goes to stderr labelled
-"forked from <parent pid>". Forking while two threads record, many times
+of the children's events; the children's tables go nowhere by default
+(the parent's counts them) and, with PROF_SUMMARY=stderr, to stderr
+labelled "forked from <parent pid>". Forking while two threads record, many times
 over (children leaving by exit and by _exit), never deadlocks. With a
 timed PROF_SUMMARY_EVERY, forked workers that record through two of the
 parent's periods print no periodic summary of their own (one table a
@@ -74,6 +75,18 @@ def test(tmp):
     ev = load_trace(one)
     check({e['pid'] for e in ev} == {parent}, 'a child wrote into the parent\'s trace')
     check({e['name'] for e in ev if e['ph'] == 'X'} == {'parent_zone'}, 'child zones in the trace')
+    # One table a run: the workers' go nowhere by default, the parent's
+    # counts them.
+    sums = r.summaries
+    check([s[0] for s in sums if 'forked from' in s[0]] == [],
+          f'workers printed tables with PROF_SUMMARY unset: {[s[0] for s in sums]}')
+    check(sum('final' in s[0] and 'forked' not in s[0] for s in sums) == 1,
+          'not exactly one final summary of the parent')
+    check(f'{N} forked worker processes recorded zones: no summaries of their own'
+          in r.err.decode(), 'the parent\'s table does not count its workers')
+    # Sent to stderr explicitly, each worker's table is there, labelled.
+    r = run(['fork', N], clean_env(PROF=1, PROF_TRACE=one, PROF_SUMMARY='stderr'), timeout=120)
+    parent = int(r.values['pid'])
     sums = r.summaries
     labelled = [s for s in sums if f'forked from {parent}' in s[0]]
     check(len(labelled) == N, f'{len(labelled)} child summaries labelled "forked from {parent}"; '

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import struct
+import time
 
 import pytest
 
@@ -63,6 +64,7 @@ def dur(text):
 
 
 def test_kernel_line_once_and_json(env, kernels_start, live):
+    t0 = time.monotonic()
     p = kernels_start()
     settled(live, p.pid)
     r = prof_top(env, str(p.pid), "--once")
@@ -93,9 +95,13 @@ def test_kernel_line_once_and_json(env, kernels_start, live):
     assert 0 < k["count_window"] <= k["count_run"], k
     assert k["busy_window_ns"] == k["count_window"] * KERNEL_NS, k
     assert k["busy_run_ns"] == k["count_run"] * KERNEL_NS, k
-    # The GPU is busy 30% of the run (the zone line's figure), kernels
-    # written at launch run up to one period ahead of the snapshot.
-    assert 0.2 <= k["busy_run_ns"] / 1e9 / out["run_s"] <= 0.4, (k, out["run_s"])
+    # The GPU is busy 30% of the run on a quiet machine (the zone line's
+    # figure); a loaded one launches less often (a launch follows a 10 ms
+    # sleep), so only what load cannot move is asked: the run is no longer
+    # than the test has waited, and kernels written at launch run up to one
+    # period ahead of the snapshot.
+    assert 0 < out["run_s"] <= time.monotonic() - t0, out["run_s"]
+    assert 0 < k["busy_run_ns"] / 1e9 / out["run_s"] <= 0.4, (k, out["run_s"])
     assert all(x["kernels"] is None for x in out["rows"] if x is not row), out["rows"]
 
 

@@ -83,7 +83,7 @@ def main():
                         multiprocessing_context=args.ctx)
     if args.self_step != "none":
         import prof
-    sums = {"data": 0.0, "forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+    sums = {"data": 0.0, "model": 0.0, "backward": 0.0, "optimizer": 0.0}
     pc = time.perf_counter
     it = iter(loader)
     for step in range(args.steps + 1):          # step 0: warm-up
@@ -105,7 +105,7 @@ def main():
             t = pc(); loss.backward(); t_bwd = pc() - t
             if step:
                 sums["data"] += t_data
-                sums["forward"] += t_fwd
+                sums["model"] += t_fwd
                 sums["backward"] += t_bwd
         t = pc(); opt.step(); t_opt = pc() - t
         if step:
@@ -163,7 +163,7 @@ def test_tree_counts_and_totals(tmp_path):
     assert final is not None, proc.stderr
     assert final["program"] == "train_loop.py"
     r = rows(final)
-    for name in ("data", "forward", "backward", "optimizer", "optimizer.zero_grad"):
+    for name in ("data", "model", "backward", "optimizer", "optimizer.zero_grad"):
         assert name in r, (name, sorted(r))
         assert r[name]["parent"] is None, (name, r[name]["parent"])
         assert r[name]["count"] == steps, (name, r[name]["count"])
@@ -171,7 +171,7 @@ def test_tree_counts_and_totals(tmp_path):
     # ModuleList are one stage; nothing deeper at the default depth.
     for name, n in (("model.embed", steps), ("model.blocks", 3 * steps), ("model.head", steps)):
         assert name in r, (name, sorted(r))
-        assert r[name]["parent"] == "forward", (name, r[name]["parent"])
+        assert r[name]["parent"] == "model", (name, r[name]["parent"])
         assert r[name]["count"] == n, (name, r[name]["count"])
     assert not [k for k in r if k.startswith("model.blocks.")], sorted(r)
     # The same calls, timed by the script around them.
@@ -203,7 +203,7 @@ def test_gradient_accumulation(tmp_path):
     assert final["step"] == steps + 1
     assert r["optimizer"]["count"] == steps
     assert r["backward"]["count"] == 2 * steps
-    assert r["forward"]["count"] == 2 * steps
+    assert r["model"]["count"] == 2 * steps
     assert r["data"]["count"] == 2 * steps
 
 
@@ -220,7 +220,7 @@ def test_exception_keeps_summary_and_traceback(tmp_path):
     # The final summary follows the traceback, with the steps run.
     assert err.index("ValueError: boom") < err.index("prof summary: train_loop.py"), err
     assert "final: 3 steps" in err, err
-    assert "\nforward " in err and "\nbackward " in err, err
+    assert "\nmodel " in err and "\nbackward " in err, err
 
 
 def test_sys_exit_status_kept(tmp_path):
@@ -228,7 +228,7 @@ def test_sys_exit_status_kept(tmp_path):
                            check=False)
     assert proc.returncode == 3, proc.stderr
     assert final is not None and final["step"] == 2, final
-    assert rows(final)["forward"]["count"] == 1
+    assert rows(final)["model"]["count"] == 1
 
 
 def test_env_route_with_import_prof(tmp_path):
@@ -237,12 +237,12 @@ def test_env_route_with_import_prof(tmp_path):
     proc, final = run_main(tmp_path, "--steps", "3", "--self-step", "after", "--workers", "0",
                            prefix=(), env={"PROF": "1", "PROF_TORCH": "1"})
     r = rows(final)
-    assert r["forward"]["count"] == 3 and r["model.blocks"]["count"] == 9
+    assert r["model"]["count"] == 3 and r["model.blocks"]["count"] == 9
     assert r["backward"]["count"] == 3 and r["optimizer"]["count"] == 3
 
 
 @pytest.mark.parametrize("depth,present,absent", [
-    ("1", ["forward"], ["model.embed", "model.blocks"]),
+    ("1", ["model"], ["model.embed", "model.blocks"]),
     ("3", ["model.blocks", "model.blocks.fc", "model.blocks.act"], []),
 ])
 def test_depth(tmp_path, depth, present, absent):
@@ -264,7 +264,7 @@ def test_workers_other_start_methods(tmp_path, ctx):
     steps = 3
     proc, final = run_main(tmp_path, "--steps", str(steps), "--ctx", ctx, timeout=600)
     r = rows(final)
-    assert r["data"]["count"] == steps and r["forward"]["count"] == steps
+    assert r["data"]["count"] == steps and r["model"]["count"] == steps
 
 
 def test_help_lists_options_and_variables():

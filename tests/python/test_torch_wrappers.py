@@ -1,6 +1,6 @@
 """`python -m prof` with the wrappers a training script puts around its
 model and optimizer (issue 32): DistributedDataParallel and DataParallel
-(the wrapper's forward is the model's: one `forward` stage, the model's
+(the wrapper's forward is the model's: one stage, `model`, the model's
 modules named as without the wrapper), GradScaler.step (the step counted
 once, also when the scaler calls the optimizer), CPU autocast, a module
 called while torch.compile traces (nothing of prof runs: the compiled call
@@ -55,9 +55,9 @@ def run(tmp_path, body, steps_expected=None):
 
 
 def check_model_tree(r, n):
-    assert r["forward"]["count"] == n and r["forward"]["parent"] is None, r.get("forward")
-    assert r["model.embed"]["count"] == n and r["model.embed"]["parent"] == "forward"
-    assert r["model.blocks"]["count"] == 2 * n and r["model.blocks"]["parent"] == "forward"
+    assert r["model"]["count"] == n and r["model"]["parent"] is None, r.get("model")
+    assert r["model.embed"]["count"] == n and r["model.embed"]["parent"] == "model"
+    assert r["model.blocks"]["count"] == 2 * n and r["model.blocks"]["parent"] == "model"
     assert r["model.head"]["count"] == n
     assert not [k for k in r if k.startswith("model.module")], sorted(r)
 
@@ -80,8 +80,9 @@ def test_ddp_and_dataparallel_wrappers(tmp_path):
             dp(torch.randn(4, 8))
     """, steps_expected=3)
     check_model_tree(r, 3)
-    # The second model (a root with parameters of its own) is its own stage.
-    assert r["dp"]["count"] == 1 and r["dp.embed"]["parent"] == "dp", sorted(r)
+    # The second model is its own stage, called in evaluation (no_grad).
+    assert r["dp (eval)"]["count"] == 1 and r["dp.embed"]["parent"] == "dp (eval)", sorted(r)
+    assert "dp" not in r, sorted(r)
     assert r["backward"]["count"] == 3 and r["optimizer"]["count"] == 3
 
 
@@ -123,7 +124,7 @@ def test_root_named_from_attribute_and_compile_guard(tmp_path):
         call(fresh, torch.zeros(1, 2))
         assert id(fresh) not in _torch._names
     """)
-    assert r["forward"]["count"] == 2 and r["net.embed"]["parent"] == "forward", sorted(r)
+    assert r["net"]["count"] == 2 and r["net.embed"]["parent"] == "net", sorted(r)
     assert r["loss"]["count"] == 2 and r["loss"]["parent"] is None, sorted(r)
 
 
@@ -164,7 +165,7 @@ def test_cuda_zones_once_cuda_is_initialized(tmp_path):
     assert proc.returncode == 0, proc.stderr
     final = [json.loads(line) for line in summary.read_text().splitlines()][-1]
     r = {x["name"]: x for x in final["total"]["stages"]}
-    for stage in ("forward", "model.embed", "model.blocks", "backward", "optimizer",
+    for stage in ("model", "model.embed", "model.blocks", "backward", "optimizer",
                   "optimizer.zero_grad"):
         gpu = r.get(stage + " [gpu]")
         assert gpu is not None and gpu["gpu"], (stage, sorted(r))

@@ -101,8 +101,14 @@ static void test_signals(void)
      * its losses, the next main's own inner went unsubtracted too). With
      * the default ring a collector starved by three busy loops let one run
      * in 8 exceed it by 0.2% (64,000 zones dropped); meson gives this test
-     * a ring of 1M records, which holds half a second of it (10 runs in 10
-     * within). */
+     * a ring of 1M records, which holds half a second of it. How long the
+     * collector is kept away is the scheduler's: the rule is asked only
+     * where no record was lost (main is then not marked lossy). */
+    if (m.flags & PROF_STAGE_LOSSY) {
+        fprintf(stderr, "the ring lost records (the collector was starved): main's self time "
+                "is not checked\n");
+        return;
+    }
     CHECK_MSG(m.self_ns <= m.total_ns - in.total_ns + m.total_ns / 1000,
               "main self %llu, total - inner %llu (main total %llu; %llu zones dropped or "
               "refused)", (unsigned long long)m.self_ns,
