@@ -53,21 +53,24 @@ struct prof_path_acc {
 };
 
 struct prof_node {
-    uint32_t parent;             /* path hash of the parent zone */
-    uint32_t gen;                /* the path tree build that placed it */
+    /* What the drain touches for each zone, first (a node spans two
+     * cache lines; these are its first 72 bytes). */
     const char *raw;             /* the name pointer of the zone that made
                                     it: a zone whose hash finds a node of
                                     its own pointer takes the node's stage
                                     (one lookup, not two) */
     struct prof_stage *stage;
-    struct prof_path_sum run, win;   /* its zones (of its own stage) */
     struct prof_path_acc *acc;   /* NULL: its zones are in the stage's */
+    struct prof_path_sum run, win;   /* its zones (of its own stage); for
+                                        a stage's only node, node_sum() */
+    uint32_t parent;             /* path hash of the parent zone */
+    uint32_t gen;                /* the path tree build that placed it */
     /* Scratch of the path tree (prof_stats_rows): the node whose row it
      * shows in (itself when it is the row's first), and for a row's first
      * node, the row above; the row's nodes are linked from its first. */
-    struct prof_node *rep, *up, *next_member;
     uint32_t row;                /* the first node's: its candidate index */
     uint32_t recursive;          /* its stage runs above it */
+    struct prof_node *rep, *up, *next_member;
 };
 
 uint64_t prof_stats_hist_lost;
@@ -186,6 +189,26 @@ struct prof_stage *prof_stats_stage(const char *raw, uint32_t flags)
     return s;
 }
 
+/* A node's count and times. A stage's only node counts nothing itself
+ * (the drain's common case costs one histogram and no more): its zones
+ * are the stage's, less the strays. */
+static struct prof_path_sum node_sum(const struct prof_node *n, int window)
+{
+    const struct prof_stage *s = n->stage;
+    const struct prof_acc *a;
+    const struct prof_path_sum *x;
+    struct prof_path_sum r;
+
+    if (s->npaths != 1 || s->first != n)
+        return window ? n->win : n->run;
+    a = window ? &s->win : &s->run;
+    x = window ? &s->stray_win : &s->stray_run;
+    r.count = a->count - x->count;
+    r.total = a->total - x->total;
+    r.self = a->self - x->self;
+    return r;
+}
+
 static struct prof_node *node_get(uint32_t hash, uint32_t parent, struct prof_stage *s,
                                   const char *raw)
 {
@@ -204,7 +227,15 @@ static struct prof_node *node_get(uint32_t hash, uint32_t parent, struct prof_st
         }
         /* The stage's first path uses the stage's histogram; another
          * gets its own, within the bound (else its zones join the
-         * stage's, and rows that share it may show no distribution). */
+         * stage's, and rows that share it may show no distribution).
+         * The first one's count and times, implicit while it was alone,
+         * are kept from now on. */
+        if (s->npaths == 0) {
+            s->first = n;
+        } else if (s->npaths == 1) {
+            s->first->run = node_sum(s->first, 0);
+            s->first->win = node_sum(s->first, 1);
+        }
         if (s->npaths++ > 0) {
             if (path_hists < PROF_STATS_PATH_HISTS &&
                 (n->acc = calloc(1, sizeof *n->acc)) != NULL) {
@@ -245,7 +276,14 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, ui
 
     /* A node of another stage (two paths sharing a 32-bit hash): the
      * zone is its stage's, in no path's row. */
-    if (n != NULL && n->stage == s) {
+    if (__builtin_expect(n == NULL || n->stage != s, 0)) {
+        s->stray_run.count++;
+        s->stray_run.total += dur;
+        s->stray_run.self += self;
+        s->stray_win.count++;
+        s->stray_win.total += dur;
+        s->stray_win.self += self;
+    } else if (s->npaths > 1) {
         n->run.count++;
         n->run.total += dur;
         n->run.self += self;
@@ -452,23 +490,25 @@ void prof_stats_tree(void)
     for (size_t i = 0; i < nodes.cap; i++) {
         struct prof_node *n = nodes.slots[i].value, *p;
         struct prof_stage *s;
+        uint64_t run;
         if (nodes.slots[i].key == 0)
             continue;
         s = n->stage;
+        run = node_sum(n, 0).total;
         if (!node_recursive(n)) {
-            s->outer_run += n->run.total;
-            s->outer_win += n->win.total;
+            s->outer_run += run;
+            s->outer_win += node_sum(n, 1).total;
         }
         if (n->parent == PROF_PATH_ROOT_) {
-            s->root_weight += n->run.total;
+            s->root_weight += run;
             continue;
         }
         p = prof_map_get(&nodes, n->parent);
         if (p == NULL || p->stage == s || s->fixed_parent != NULL)
             continue;
         /* +1: a running parent (no time yet) still wins over no parent. */
-        if (n->run.total + 1 > s->parent_weight) {
-            s->parent_weight = n->run.total + 1;
+        if (run + 1 > s->parent_weight) {
+            s->parent_weight = run + 1;
             s->parent = p->stage;
         }
     }
@@ -965,15 +1005,17 @@ static struct prof_row *path_candidates(size_t *count)
         r->node = n;
         n->row = (uint32_t)len;
         for (const struct prof_node *m = n; m != NULL; m = m->next_member) {
-            r->run.count += m->run.count;
-            r->run.self += m->run.self;
-            r->win.count += m->win.count;
-            r->win.self += m->win.self;
-            r->calls_run += m->run.total;
-            r->calls_win += m->win.total;
+            struct prof_path_sum mr = node_sum(m, 0), mw = node_sum(m, 1);
+
+            r->run.count += mr.count;
+            r->run.self += mr.self;
+            r->win.count += mw.count;
+            r->win.self += mw.self;
+            r->calls_run += mr.total;
+            r->calls_win += mw.total;
             if (!m->recursive) {
-                r->outer_run += m->run.total;
-                r->outer_win += m->win.total;
+                r->outer_run += mr.total;
+                r->outer_win += mw.total;
             }
         }
         r->run.total = r->outer_run;
@@ -1134,7 +1176,7 @@ void prof_stats_row_fill(const struct prof_row *r, int window, uint64_t wall_ns,
                     sources++;
                 }
             } else {
-                from_stage += window ? m->win.count : m->run.count;
+                from_stage += node_sum(m, window).count;
             }
         }
         if (from_stage != 0) {
@@ -1220,6 +1262,7 @@ void prof_stats_window_reset(void)
         if (by_name.slots[i].key == 0)
             continue;
         acc_clear(&s->win);
+        memset(&s->stray_win, 0, sizeof s->stray_win);
         s->flags &= ~PROF_STAGE_LOSSY_WIN_;
         if (s->flags & PROF_STAGE_GPU)
             s->outer_win = 0;

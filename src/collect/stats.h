@@ -38,9 +38,15 @@ struct prof_acc {
 
 #define PROF_STAGE_SIDES_ 2
 
+/* A path's count and times. */
+struct prof_path_sum {
+    uint64_t count, total, self;
+};
+
 struct prof_stage {
     const char *name;            /* interned */
     uint32_t flags;              /* PROF_STAGE_GPU, PROF_STAGE_LOSSY(_WIN_) */
+    uint32_t npaths;             /* its path nodes */
     struct prof_stage *fixed_parent;  /* GPU stages: their CPU stage */
     struct prof_acc run, win;
     /* The collector's outputs' own state for the stage (sink.h): side[k]
@@ -51,7 +57,11 @@ struct prof_stage {
      * first path's, and those past PROF_STATS_PATH_HISTS; a stage's
      * numbers are these plus its other paths' (prof_stats_fill). */
     struct prof_path_acc *paths;     /* its paths' own, linked */
-    uint32_t npaths;                 /* its path nodes */
+    /* Its first node, whose count and times, while it is the stage's only
+     * path, are the stage's less the strays: zones in no node of the stage
+     * (no memory for one, or a node of another stage's hash). */
+    struct prof_node *first;
+    struct prof_path_sum stray_run, stray_win;
     /* Scratch for building the per-name tree. */
     struct prof_stage *parent;
     uint64_t parent_weight;      /* time of the heaviest node under parent */
@@ -102,11 +112,6 @@ void prof_stats_mark(const char *raw_name);
  * (pthread_exit inside a zone) as the parents of the zones it ended in
  * them. Collector, lock held. */
 void prof_stats_thread_gone(const struct prof_thread *t);
-
-/* A path's count and times. */
-struct prof_path_sum {
-    uint64_t count, total, self;
-};
 
 /* Rows in summary order: one per call path, recursion folded into the
  * outermost zone of its stage (a recursive function is one row). */
