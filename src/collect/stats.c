@@ -46,23 +46,29 @@
 #include "slab.h"
 #include "stats.h"
 
-/* A path's own numbers (past its stage's first path). */
+/* A path's own distribution (past its stage's first path, within
+ * PROF_STATS_PATH_HISTS). */
 struct prof_path_acc {
     struct prof_acc run, win;
     struct prof_path_acc *next;  /* the stage's next */
 };
 
+/* A path's own count and times, once its stage has more than one. */
+struct prof_path_ext {
+    struct prof_path_sum run, win;
+    struct prof_path_acc *acc;   /* NULL: its zones are in the stage's */
+};
+
 struct prof_node {
-    /* What the drain touches for each zone, first (a node spans two
-     * cache lines; these are its first 72 bytes). */
     const char *raw;             /* the name pointer of the zone that made
                                     it: a zone whose hash finds a node of
                                     its own pointer takes the node's stage
                                     (one lookup, not two) */
     struct prof_stage *stage;
-    struct prof_path_acc *acc;   /* NULL: its zones are in the stage's */
-    struct prof_path_sum run, win;   /* its zones (of its own stage); for
-                                        a stage's only node, node_sum() */
+    /* NULL while it is its stage's only path: its count and times are
+     * then the stage's (node_sum). 64 bytes a node: a drain over 100k
+     * paths touches every node's first line, and their pages. */
+    struct prof_path_ext *ext;
     uint32_t parent;             /* path hash of the parent zone */
     uint32_t gen;                /* the path tree build that placed it */
     /* Scratch of the path tree (prof_stats_rows): the node whose row it
@@ -72,6 +78,7 @@ struct prof_node {
     uint32_t recursive;          /* its stage runs above it */
     struct prof_node *rep, *up, *next_member;
 };
+_Static_assert(sizeof(struct prof_node) <= 64, "a node is one cache line's worth");
 
 uint64_t prof_stats_hist_lost;
 
@@ -199,8 +206,12 @@ static struct prof_path_sum node_sum(const struct prof_node *n, int window)
     const struct prof_path_sum *x;
     struct prof_path_sum r;
 
-    if (s->npaths != 1 || s->first != n)
-        return window ? n->win : n->run;
+    if (n->ext != NULL)
+        return window ? n->ext->win : n->ext->run;
+    if (s->npaths != 1 || s->first != n) {
+        memset(&r, 0, sizeof r);     /* (no memory for its own) */
+        return r;
+    }
     a = window ? &s->win : &s->run;
     x = window ? &s->stray_win : &s->stray_run;
     r.count = a->count - x->count;
@@ -233,15 +244,18 @@ static struct prof_node *node_get(uint32_t hash, uint32_t parent, struct prof_st
         if (s->npaths == 0) {
             s->first = n;
         } else if (s->npaths == 1) {
-            s->first->run = node_sum(s->first, 0);
-            s->first->win = node_sum(s->first, 1);
+            struct prof_path_sum run = node_sum(s->first, 0), win = node_sum(s->first, 1);
+            if ((s->first->ext = calloc(1, sizeof *s->first->ext)) != NULL) {
+                s->first->ext->run = run;
+                s->first->ext->win = win;
+            }
         }
-        if (s->npaths++ > 0) {
+        if (s->npaths++ > 0 && (n->ext = calloc(1, sizeof *n->ext)) != NULL) {
             if (path_hists < PROF_STATS_PATH_HISTS &&
-                (n->acc = calloc(1, sizeof *n->acc)) != NULL) {
+                (n->ext->acc = calloc(1, sizeof *n->ext->acc)) != NULL) {
                 path_hists++;
-                n->acc->next = s->paths;
-                s->paths = n->acc;
+                n->ext->acc->next = s->paths;
+                s->paths = n->ext->acc;
             } else {
                 paths_nohist++;
             }
@@ -283,17 +297,26 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, ui
         s->stray_win.count++;
         s->stray_win.total += dur;
         s->stray_win.self += self;
-    } else if (s->npaths > 1) {
-        n->run.count++;
-        n->run.total += dur;
-        n->run.self += self;
-        n->win.count++;
-        n->win.total += dur;
-        n->win.self += self;
-        if (n->acc != NULL) {
-            r = &n->acc->run;
-            w = &n->acc->win;
+    } else if (n->ext != NULL) {
+        struct prof_path_ext *x = n->ext;
+        x->run.count++;
+        x->run.total += dur;
+        x->run.self += self;
+        x->win.count++;
+        x->win.total += dur;
+        x->win.self += self;
+        if (x->acc != NULL) {
+            r = &x->acc->run;
+            w = &x->acc->win;
         }
+    } else if (s->npaths > 1) {
+        /* (no memory for the path's own count) */
+        s->stray_run.count++;
+        s->stray_run.total += dur;
+        s->stray_run.self += self;
+        s->stray_win.count++;
+        s->stray_win.total += dur;
+        s->stray_win.self += self;
     }
     acc_add_both(r, w, dur, self);
 }
@@ -1169,8 +1192,9 @@ void prof_stats_row_fill(const struct prof_row *r, int window, uint64_t wall_ns,
          * nodes keep none: that one is the row's only if every zone in
          * it is the row's. */
         for (const struct prof_node *m = r->node; m != NULL; m = m->next_member) {
-            if (m->acc != NULL) {
-                const struct prof_acc *x = window ? &m->acc->win : &m->acc->run;
+            const struct prof_path_acc *ma = m->ext != NULL ? m->ext->acc : NULL;
+            if (ma != NULL) {
+                const struct prof_acc *x = window ? &ma->win : &ma->run;
                 if (x->count != 0) {
                     a = x;
                     sources++;
@@ -1187,8 +1211,8 @@ void prof_stats_row_fill(const struct prof_row *r, int window, uint64_t wall_ns,
             a = NULL;
         } else if (sources > 1) {
             for (const struct prof_node *m = r->node; m != NULL; m = m->next_member)
-                if (m->acc != NULL)
-                    acc_merge(tmp, window ? &m->acc->win : &m->acc->run);
+                if (m->ext != NULL && m->ext->acc != NULL)
+                    acc_merge(tmp, window ? &m->ext->acc->win : &m->ext->acc->run);
             if (from_stage != 0)
                 acc_merge(tmp, in_stage);
             a = tmp;
@@ -1271,9 +1295,11 @@ void prof_stats_window_reset(void)
         struct prof_node *n = nodes.slots[i].value;
         if (nodes.slots[i].key == 0)
             continue;
-        memset(&n->win, 0, sizeof n->win);
-        if (n->acc != NULL)
-            acc_clear(&n->acc->win);
+        if (n->ext == NULL)
+            continue;
+        memset(&n->ext->win, 0, sizeof n->ext->win);
+        if (n->ext->acc != NULL)
+            acc_clear(&n->ext->acc->win);
     }
     for (size_t i = 0; i < counters.cap; i++)
         if (counters.slots[i].key != 0)
@@ -1308,11 +1334,12 @@ static void node_free(void *p)
 {
     struct prof_node *n = p;
 
-    if (n->acc != NULL) {
-        acc_clear(&n->acc->run);
-        acc_clear(&n->acc->win);
-        free(n->acc);
+    if (n->ext != NULL && n->ext->acc != NULL) {
+        acc_clear(&n->ext->acc->run);
+        acc_clear(&n->ext->acc->win);
+        free(n->ext->acc);
     }
+    free(n->ext);
     prof_slab_free(&node_slab, n);
 }
 
