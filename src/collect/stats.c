@@ -91,6 +91,7 @@ static struct prof_map gpu_by_raw;  /* raw name pointer -> GPU stage */
 static struct prof_slab stage_slab = PROF_SLAB_INIT(sizeof(struct prof_stage));
 static struct prof_slab node_slab = PROF_SLAB_INIT(sizeof(struct prof_node));
 static size_t path_hists;           /* prof_path_acc allocated */
+static size_t shared_nodes;         /* nodes of stages with more than one */
 static uint64_t paths_nohist;       /* nodes past PROF_STATS_PATH_HISTS */
 static uint32_t tree_gen;
 
@@ -243,7 +244,9 @@ static struct prof_node *node_get(uint32_t hash, uint32_t parent, struct prof_st
          * are kept from now on. */
         if (s->npaths == 0) {
             s->first = n;
-        } else if (s->npaths == 1) {
+        }
+        shared_nodes += s->npaths == 1 ? 2 : s->npaths > 1;
+        if (s->npaths == 1) {
             struct prof_path_sum run = node_sum(s->first, 0), win = node_sum(s->first, 1);
             if ((s->first->ext = calloc(1, sizeof *s->first->ext)) != NULL) {
                 s->first->ext->run = run;
@@ -867,7 +870,7 @@ static void path_place(struct path_build *b, struct prof_node *m, struct prof_no
     m->gen = tree_gen;
     m->recursive = same != NULL;
     m->next_member = NULL;
-    if (same == NULL && (g = group_find(b, prow, m->stage)) != NULL) {
+    if (same == NULL && m->stage->npaths > 1 && (g = group_find(b, prow, m->stage)) != NULL) {
         if (g->rep == NULL) {
             g->up = prow;
             g->stage = m->stage;
@@ -895,8 +898,9 @@ static int path_tree(struct path_build *b)
     if (tree_gen == 0)
         tree_gen = 1;
     visiting = tree_gen | 0x80000000u;
+    /* Only nodes of a stage with several paths can share a row. */
     b->gcap = 16;
-    while (b->gcap < 2 * nodes.len)
+    while (b->gcap < 2 * shared_nodes)
         b->gcap *= 2;
     b->groups = calloc(b->gcap, sizeof *b->groups);
     for (size_t i = 0; i < nodes.cap; i++) {
@@ -996,7 +1000,8 @@ static int cand_mark_heaviest(const struct prof_row *cand, size_t n, size_t k, c
  * (under its CPU stage's heaviest row). parent_row: a candidate index. */
 static struct prof_row *path_candidates(size_t *count)
 {
-    size_t len = 0, cap = 16;
+    /* At most a row per node and per (GPU) stage: sized once. */
+    size_t len = 0, cap = nodes.len + by_name.len + 1;
     struct prof_row *cand = malloc(cap * sizeof *cand);
 
     if (cand == NULL)
@@ -1013,15 +1018,8 @@ static struct prof_row *path_candidates(size_t *count)
 
         if (nodes.slots[i].key == 0 || n->rep != n)
             continue;
-        if (len == cap) {
-            struct prof_row *grown = realloc(cand, 2 * cap * sizeof *cand);
-            if (grown == NULL) {
-                free(cand);
-                return NULL;
-            }
-            cand = grown;
-            cap *= 2;
-        }
+        if (len == cap)
+            break;
         r = &cand[len];
         memset(r, 0, sizeof *r);
         r->stage = n->stage;
@@ -1058,15 +1056,8 @@ static struct prof_row *path_candidates(size_t *count)
 
         if (by_name.slots[i].key == 0 || !(s->flags & PROF_STAGE_GPU))
             continue;
-        if (len == cap) {
-            struct prof_row *grown = realloc(cand, 2 * cap * sizeof *cand);
-            if (grown == NULL) {
-                free(cand);
-                return NULL;
-            }
-            cand = grown;
-            cap *= 2;
-        }
+        if (len == cap)
+            break;
         r = &cand[len++];
         memset(r, 0, sizeof *r);
         r->stage = s;
@@ -1092,7 +1083,8 @@ int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
     size_t n = 0, kept = 0, len;
 
     memset(r, 0, sizeof *r);
-    prof_stats_tree();
+    /* (The per-name tree is not needed: a row's parent is its path's.) */
+    resolve_open_parents();
     r->counters = prof_stats_counters(&r->ncounters);
     r->marks = (struct prof_mark **)collect(&marks, &r->nmarks);
     if (r->counters == NULL || r->marks == NULL || path_tree(&b) != 0 ||
@@ -1133,7 +1125,9 @@ int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
         items[k].name = cand[i].stage->name;
         items[k].parent = cand[i].parent_row == UINT32_MAX ? PROF_ORDER_ROOT
                                                            : pos[cand[i].parent_row];
-        cand[k++] = cand[i];     /* k <= i */
+        if (k != i)
+            cand[k] = cand[i];   /* k < i */
+        k++;
     }
     if (prof_order_tree(items, kept, order, order + kept, &len) != 0 ||
         (at = malloc((kept ? kept : 1) * sizeof *at)) == NULL)
@@ -1238,14 +1232,15 @@ static uint64_t last_start_step, last_wall_ns;
 static int last_valid;
 
 /* Called as the periodic summary that showed the window has been formatted,
- * with the wall time it showed: the tree it used is still built, so rows
- * come out in its order. */
+ * with the wall time it showed, before the window is reset: the stages by
+ * name, in the per-name tree's order. */
 void prof_stats_window_keep(uint64_t wall, size_t max_rows)
 {
     struct prof_rows rows;
 
     last_valid = 0;
     last_len = 0;
+    prof_stats_tree();
     if (stage_rows(&rows, 1, max_rows) != 0)
         return;
     if (rows.len > last_cap) {
@@ -1354,6 +1349,7 @@ void prof_stats_reset(void)
     free_values(&nodes, node_free);
     path_hists = 0;
     paths_nohist = 0;
+    shared_nodes = 0;
     free_values(&counters, free);
     free_values(&marks, free);
     prof_map_clear(&by_raw);
