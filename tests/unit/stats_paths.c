@@ -7,12 +7,14 @@
  * (prof_stats("a"), prof_stats_list) is the stage: 54. A recursive stage
  * is one row under its parent. Past the paths that keep a histogram of
  * their own, rows keep their counts and say their distribution is not
- * shown. */
+ * shown. With PROF_METRICS=FILE.prom (meson.build sets it), the metrics
+ * written from the live snapshot label `a` by each path too. */
 #include <prof.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -139,6 +141,31 @@ static long text_child_count(const char *text, const char *parent, const char *n
     return -1;
 }
 
+/* The .prom file the metrics rewrite once a second holds every line of
+ * want, within 15 s. */
+static void check_metrics(const char *path, const char *const *want, size_t n)
+{
+    static char text[1 << 16];
+    size_t got = 0;
+
+    for (int tries = 0; tries < 150; tries++) {
+        FILE *f = fopen(path, "r");
+
+        got = 0;
+        if (f != NULL) {
+            size_t len = fread(text, 1, sizeof text - 1, f);
+            text[len] = '\0';
+            fclose(f);
+            while (got < n && strstr(text, want[got]) != NULL)
+                got++;
+            if (got == n)
+                return;
+        }
+        usleep(100000);
+    }
+    CHECK_MSG(0, "%s lacks \"%s\":\n%s", path, want[got], text);
+}
+
 static void recurse(int depth)
 {
     PROF_ZONE("r");
@@ -212,6 +239,15 @@ static void two_parents(void)
     for (int i = 0; i < nl; i++)
         if (strcmp(list[i].name, "a") == 0)
             CHECK_EQ(list[i].count, 54);
+
+    if (getenv("PROF_METRICS") != NULL) {
+        static const char *const want[] = {
+            "prof_stage_count_total{stage=\"x/a\",rank=\"0\"} 50\n",
+            "prof_stage_count_total{stage=\"y/a\",rank=\"0\"} 4\n",
+            "prof_stage_count_total{stage=\"x/r\",rank=\"0\"} 9\n",
+        };
+        check_metrics(getenv("PROF_METRICS"), want, 3);
+    }
 }
 
 /* More paths than keep a histogram: each row still has its own count;
