@@ -214,10 +214,15 @@ static struct prof_path_sum node_sum(const struct prof_node *n, int window)
         return r;
     }
     a = window ? &s->win : &s->run;
-    x = window ? &s->stray_win : &s->stray_run;
-    r.count = a->count - x->count;
-    r.total = a->total - x->total;
-    r.self = a->self - x->self;
+    r.count = a->count;
+    r.total = a->total;
+    r.self = a->self;
+    if (s->stray != NULL) {
+        x = window ? &s->stray->win : &s->stray->run;
+        r.count -= x->count;
+        r.total -= x->total;
+        r.self -= x->self;
+    }
     return r;
 }
 
@@ -287,6 +292,20 @@ struct prof_stage *prof_stats_zone_stage(const char *raw, uint32_t parent_path,
     return s;
 }
 
+/* A zone of s in no node of s (out of line: rare). Out of memory for the
+ * strays' count, the stage's first path counts it as its own. */
+static void stray_add(struct prof_stage *s, uint64_t dur, uint64_t self)
+{
+    if (s->stray == NULL && (s->stray = calloc(1, sizeof *s->stray)) == NULL)
+        return;
+    s->stray->run.count++;
+    s->stray->run.total += dur;
+    s->stray->run.self += self;
+    s->stray->win.count++;
+    s->stray->win.total += dur;
+    s->stray->win.self += self;
+}
+
 void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, uint64_t self)
 {
     struct prof_acc *r = &s->run, *w = &s->win;
@@ -294,12 +313,7 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, ui
     /* A node of another stage (two paths sharing a 32-bit hash): the
      * zone is its stage's, in no path's row. */
     if (__builtin_expect(n == NULL || n->stage != s, 0)) {
-        s->stray_run.count++;
-        s->stray_run.total += dur;
-        s->stray_run.self += self;
-        s->stray_win.count++;
-        s->stray_win.total += dur;
-        s->stray_win.self += self;
+        stray_add(s, dur, self);
     } else if (n->ext != NULL) {
         struct prof_path_ext *x = n->ext;
         x->run.count++;
@@ -314,12 +328,7 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, ui
         }
     } else if (s->npaths > 1) {
         /* (no memory for the path's own count) */
-        s->stray_run.count++;
-        s->stray_run.total += dur;
-        s->stray_run.self += self;
-        s->stray_win.count++;
-        s->stray_win.total += dur;
-        s->stray_win.self += self;
+        stray_add(s, dur, self);
     }
     acc_add_both(r, w, dur, self);
 }
@@ -500,12 +509,6 @@ void prof_stats_tree(void)
         if (by_name.slots[i].key == 0)
             continue;
         s->parent = s->fixed_parent;
-        s->sum_run = s->run.total;
-        s->sum_win = s->win.total;
-        for (const struct prof_path_acc *p = s->paths; p != NULL; p = p->next) {
-            s->sum_run += p->run.total;
-            s->sum_win += p->win.total;
-        }
         s->parent_weight = 0;
         s->root_weight = 0;
         s->walk = 0;
@@ -563,10 +566,14 @@ void prof_stats_tree(void)
     }
 }
 
-/* Set by prof_stats_tree. */
+/* A stage's total over its paths. */
 static uint64_t order_key(const struct prof_stage *s, int window)
 {
-    return window ? s->sum_win : s->sum_run;
+    uint64_t t = window ? s->win.total : s->run.total;
+
+    for (const struct prof_path_acc *p = s->paths; p != NULL; p = p->next)
+        t += window ? p->win.total : p->run.total;
+    return t;
 }
 
 static int window_sort;
@@ -1281,7 +1288,8 @@ void prof_stats_window_reset(void)
         if (by_name.slots[i].key == 0)
             continue;
         acc_clear(&s->win);
-        memset(&s->stray_win, 0, sizeof s->stray_win);
+        if (s->stray != NULL)
+            memset(&s->stray->win, 0, sizeof s->stray->win);
         s->flags &= ~PROF_STAGE_LOSSY_WIN_;
         if (s->flags & PROF_STAGE_GPU)
             s->outer_win = 0;
@@ -1319,6 +1327,7 @@ static void stage_free(void *p)
 
     acc_clear(&s->run);
     acc_clear(&s->win);
+    free(s->stray);
     for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
         if ((*k)->stage_gone != NULL)
             (*k)->stage_gone(s);

@@ -43,6 +43,10 @@ struct prof_path_sum {
     uint64_t count, total, self;
 };
 
+struct prof_stray {
+    struct prof_path_sum run, win;
+};
+
 struct prof_stage {
     const char *name;            /* interned */
     uint32_t flags;              /* PROF_STAGE_GPU, PROF_STAGE_LOSSY(_WIN_) */
@@ -59,15 +63,16 @@ struct prof_stage {
     struct prof_path_acc *paths;     /* its paths' own, linked */
     /* Its first node, whose count and times, while it is the stage's only
      * path, are the stage's less the strays: zones in no node of the stage
-     * (no memory for one, or a node of another stage's hash). */
+     * (no memory for one, or a node of another stage's hash), rare, so
+     * kept out of line (a drain over 100k stages slowed by a third when a
+     * stage grew by 80 bytes). */
     struct prof_node *first;
-    struct prof_path_sum stray_run, stray_win;
+    struct prof_stray *stray;
     /* Scratch for building the per-name tree. */
     struct prof_stage *parent;
     uint64_t parent_weight;      /* time of the heaviest node under parent */
     uint64_t root_weight;        /* time spent at the top level */
     uint64_t outer_run, outer_win;
-    uint64_t sum_run, sum_win;   /* total over its paths */
     int in_rows;
     size_t walk;                 /* the cycle check's walk that reached it */
     uint32_t row;                /* index while ordering */
