@@ -14,11 +14,14 @@
  * with zones still open (pthread_exit, pthread_cancel in C) leaves them the
  * same way as it is freed.
  *
- * Rows are paths. Each node counts its zones (count, total, self), and
- * each zone's duration goes into one histogram: its node's own, or, for a
- * stage's first node and for nodes past PROF_STATS_PATH_HISTS, its
- * stage's. So a stage seen on one path costs what it did when rows were
- * per name, and each zone costs one histogram bucket either way. The rows
+ * Rows are paths. A stage's only node counts nothing itself: its zones
+ * are the stage's (less the rare strays, zones of the stage in no node of
+ * it). Once a stage has a second path, each of its nodes counts its zones
+ * (count, total, self: struct prof_path_ext), and each zone's duration
+ * goes into one histogram: its node's own, or, for the stage's first node
+ * and for nodes past PROF_STATS_PATH_HISTS, its stage's. So a stage seen
+ * on one path costs what it did when rows were per name, and each zone
+ * costs one histogram bucket either way. The rows
  * (prof_stats_rows) group nodes by their path with recursion folded: a node
  * whose stage already runs above it shows in the outermost such row, and
  * nodes of one stage under one row (two call sites of a name, or the same
