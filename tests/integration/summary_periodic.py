@@ -6,7 +6,7 @@ Steps of 1 ms and steps of 20 us (a loop faster than the collector wakes:
 the summaries must still be the ones asked for). A timed period
 (PROF_SUMMARY_EVERY=200ms) fires too."""
 import os
-from common import check, main, run, clean_env, json_lines, stage
+from common import check, main, run, clean_env, json_lines
 
 STEPS = 35
 
