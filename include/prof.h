@@ -244,12 +244,15 @@ typedef struct prof_stage_stats {
 #define PROF_STAGE_LOSSY 2u   /* ran on a thread that lost records (full ring): count and times are short */
 
 /* Fill *out with the whole-run numbers of the stage called name, after
- * flushing. Returns 0, -EINVAL for NULL arguments, -ENOENT when no zone of
+ * flushing: every zone of that name, whatever its path (the summary's rows
+ * are call paths; a name under two parents is two rows there, one stage
+ * here, under the parent it mostly runs inside). Returns 0, -EINVAL for NULL arguments, -ENOENT when no zone of
  * that name has ended, -ESRCH when recording never started. */
 PROF_API int prof_stats(const char *name, prof_stage_stats *out);
 
-/* Fill out[0..cap) with every stage in summary order (tree order) and return
- * how many stages there are (which may exceed cap), or a negative errno. */
+/* Fill out[0..cap) with every stage (by name, as prof_stats() gives it) in
+ * tree order, each under the stage it mostly runs inside, and return how
+ * many stages there are (which may exceed cap), or a negative errno. */
 PROF_API int prof_stats_list(prof_stage_stats *out, size_t cap);
 
 typedef struct prof_counter_stats {

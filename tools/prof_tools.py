@@ -198,12 +198,16 @@ def is_num(x):
 # The common model
 
 class Stage:
-    """One row: every zone with one name."""
+    """One row: the zones of one name on one call path (recursion folded into
+    the outermost zone of the name, as the runtime's rows are), or, for
+    prof-merge's per-name table, every zone with one name."""
 
-    def __init__(self, name):
+    def __init__(self, name, path=None):
         self.name = name
-        self.parent = None           # the stage it mostly runs inside
+        self.path = path or (name,)  # names from the top, this row's last
+        self.parent = None           # the row it is under (per name: mostly runs inside)
         self.depth = 0
+        self.calls = None            # every call's duration summed, when total is not (recursion)
         self.gpu = name.endswith(GPU_SUFFIX)
         self.count = self.total = self.self_ns = 0
         self.min = self.max = None
@@ -214,7 +218,9 @@ class Stage:
 
     @property
     def avg(self):
-        return self.total / self.count if self.count else None
+        if not self.count:
+            return None
+        return (self.calls if self.calls is not None else self.total) / self.count
 
     def fill_percentiles(self):
         if self.hist is not None and self.hist.count:
@@ -229,8 +235,8 @@ class Run:
         self.path = path
         self.source = source         # 'summary' or 'trace'
         self.meta = meta             # program, pid, host, rank, wall_ns, steps, dropped, ...
-        self.stages = stages         # [Stage] in tree order
-        self.by_name = {s.name: s for s in stages}
+        self.stages = stages         # [Stage] in tree order, one per call path
+        self.by_path = {s.path: s for s in stages}
         # {(root, ..., name): [total_ns, self_ns, count, Hist of the path's
         # durations (trace) or its Stage (summary)]}
         self.paths = paths
@@ -543,7 +549,13 @@ def run_from_summary(path, obj):
     for i, d in enumerate(sec['stages']):
         if not (isinstance(d, dict) and isinstance(d.get('name'), str)):
             raise InputError(f'{path}: stage {i} has no name')
-        s = Stage(d['name'])
+        depth = d['depth'] if isinstance(d.get('depth'), int) and d['depth'] >= 0 else 0
+        # Tree order + depth give the call path: a row is a path (a name
+        # under two parents is two rows; a summary before rows were paths
+        # has one row per name, under the parent it mostly ran in).
+        del stack[depth:]
+        stack.append(d['name'])
+        s = Stage(d['name'], tuple(stack))
         where = f'{path}: stage {s.name!r}'
         for key, attr in (('count', 'count'), ('total_ns', 'total')):
             if not is_num(d.get(key)):
@@ -552,7 +564,9 @@ def run_from_summary(path, obj):
         s.self_ns = d['self_ns'] if is_num(d.get('self_ns')) else s.total
         s.min, s.max = (d.get(k) if is_num(d.get(k)) else None for k in ('min_ns', 'max_ns'))
         s.parent = d.get('parent') if isinstance(d.get('parent'), str) else None
-        s.depth = d['depth'] if isinstance(d.get('depth'), int) and d['depth'] >= 0 else 0
+        s.depth = len(s.path) - 1
+        if is_num(d.get('avg_ns')) and s.count:
+            s.calls = d['avg_ns'] * s.count
         s.gpu = bool(d.get('gpu', s.gpu))
         s.wall_share = d['wall_share'] if is_num(d.get('wall_share')) else None
         if isinstance(d.get('hist'), list) and d['hist']:
@@ -562,11 +576,7 @@ def run_from_summary(path, obj):
             if is_num(d.get(q + '_ns')):
                 setattr(s, q, d[q + '_ns'])
         stages.append(s)
-        # Tree order + depth give the call path (a name is one row even when
-        # it runs under several parents: it sits under the one named).
-        del stack[s.depth:]
-        stack.append(s.name)
-        p = paths.setdefault(tuple(stack), [0, 0, 0, None])
+        p = paths.setdefault(s.path, [0, 0, 0, None])
         p[0] += s.total; p[1] += s.self_ns; p[2] += s.count
         p[3] = s                     # per-path percentiles: the stage's own
     meta = {k: obj.get(k) for k in ('program', 'pid', 'host', 'rank', 'version', 'kind',
@@ -694,27 +704,44 @@ def _thread_order(ts, dur):
     return range(n - 1, -1, -1)
 
 
-def trace_stages(reader):
-    """Per-stage stats from a TraceReader's zones -> (stages in tree order, paths).
+def trace_stages(reader, by_name=False):
+    """Stats from a TraceReader's zones -> (rows in tree order, paths).
+
+    Rows are call paths, as the runtime's summary has them: a name under two
+    parents is two rows, and a recursive name is one row, its nested calls
+    folded into the outermost (count: every call; total: the outermost
+    calls' time, each moment once, so a row's children add up to at most
+    its child time). by_name: one row per name instead, under the parent it
+    mostly runs in, total counting nested calls again (prof-merge's table
+    across ranks, keyed by name like the runtime's).
 
     Zones nest per (pid, tid). Walked from the last-ending zone back, a
     zone comes before the zones inside it (the reverse of the order prof
     writes them: a child ends before its parent), so each zone lies inside
     the innermost open zone that contains it, with one stack and no
     recursion, whatever the depth. A zone's self time is its duration minus
-    its children's; total is the sum of durations (recursion counted at
-    every level, as the runtime does)."""
+    its children's."""
     names = reader.names
-    acc, paths, under = {}, {}, {}
+    acc, paths, under, rows = {}, {}, {}, {}
     for n in names:
         s = acc[n] = Stage(n)
         s.hist, s.self_hist = Hist(), Hist()
 
-    def close(fr):                   # fr = [ts, end, path, dur, child_ns]
+    def row_of(cpath):
+        r = rows.get(cpath)
+        if r is None:
+            r = rows[cpath] = Stage(cpath[-1], cpath)
+            r.hist, r.self_hist, r.calls = Hist(), Hist(), 0
+        return r
+
+    def close(fr):                   # fr = [ts, end, path, dur, child_ns, row path]
         self_ns = max(0, fr[3] - fr[4])
         s = acc[fr[2][-1]]
         s.self_ns += self_ns
         s.self_hist.add(self_ns)
+        r = rows[fr[5]]
+        r.self_ns += self_ns
+        r.self_hist.add(self_ns)
         paths[fr[2]][1] += self_ns
 
     for ts_a, dur_a, name_a in reader.threads.values():
@@ -732,6 +759,19 @@ def trace_stages(reader):
             if parent:
                 parent[4] += dur
             path = (parent[2] if parent else ()) + (name,)
+            # The row: the outermost row of this name above (recursion),
+            # else the parent's row and this name.
+            above = parent[5] if parent else ()
+            nested = name in above
+            cpath = above[:above.index(name) + 1] if nested else above + (name,)
+            r = row_of(cpath)
+            r.count += 1
+            r.calls += dur
+            if not nested:
+                r.total += dur
+            r.min = dur if r.min is None else min(r.min, dur)
+            r.max = dur if r.max is None else max(r.max, dur)
+            r.hist.add(dur)
             s = acc[name]
             s.count += 1
             s.total += dur
@@ -746,7 +786,7 @@ def trace_stages(reader):
             w = under.setdefault(name, {})
             pname = parent[2][-1] if parent else None
             w[pname] = w.get(pname, 0) + dur
-            stack.append([ts, end, path, dur, 0])
+            stack.append([ts, end, path, dur, 0, cpath])
         while stack:
             close(stack.pop())
     # wall%: time in a stage's zones that are not inside a zone of the same
@@ -758,6 +798,8 @@ def trace_stages(reader):
     wall = reader.meta.get('wall_ns') or 0
     # The parent of a stage is where most of its time runs; a GPU stage goes
     # under its CPU stage of the same name, as in the summary.
+    if not by_name:
+        return path_rows(rows, acc, wall), paths
     parent_of = {}
     for name, w in under.items():
         base = name[:-len(GPU_SUFFIX)] if name.endswith(GPU_SUFFIX) else None
@@ -771,6 +813,36 @@ def trace_stages(reader):
         s.fill_percentiles()
         stages.append(s)
     return stages, paths
+
+
+def path_rows(rows, acc, wall):
+    """The trace's rows in tree order: each under the row of its path's
+    parent; a GPU stage (its own track) under the heaviest row of its CPU
+    stage, as the runtime places it."""
+    heaviest = {}
+    for cpath, r in rows.items():
+        h = heaviest.get(r.name)
+        if h is None or r.total > rows[h].total:
+            heaviest[r.name] = cpath
+    parent_of = {}
+    for cpath, r in rows.items():
+        base = r.name[:-len(GPU_SUFFIX)] if r.name.endswith(GPU_SUFFIX) else None
+        if len(cpath) == 1 and base in heaviest:
+            parent_of[cpath] = heaviest[base]
+        elif len(cpath) > 1:
+            parent_of[cpath] = cpath[:-1]
+    out = []
+    for cpath, depth in tree_order(list(rows), parent_of,
+                                   key=lambda c: (-rows[c].total, rows[c].name)):
+        r = rows[cpath]
+        up = parent_of.get(cpath) if depth else None
+        r.parent, r.depth = (rows[up].name if up else None), depth
+        if up is not None and up != cpath[:-1]:
+            r.path = up + (r.name,)      # a GPU row under its CPU row
+        r.wall_share = r.total / wall if wall else None
+        r.fill_percentiles()
+        out.append(r)
+    return out
 
 
 def tree_order(names, parent_of, key):

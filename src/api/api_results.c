@@ -80,7 +80,7 @@ PROF_API int prof_stats(const char *name, prof_stage_stats *out)
         /* The tree has no cycle: the walk ends. */
         for (const struct prof_stage *p = s->parent; p != NULL; p = p->parent)
             out->depth++;
-        err = s->run.count ? 0 : -ENOENT;
+        err = out->count ? 0 : -ENOENT;
     }
     prof_rt_unlock();
     return err;

@@ -2,9 +2,12 @@
  *
  * Collector side (runtime lock held): records come in per thread, in the
  * order their zones ended. A stage is every zone with one name; a node is
- * one call path (the hash of the names of the open zones), which tells the
- * summary which stage runs inside which. Everything is kept twice: for the
- * whole run and for the current summary window. */
+ * one call path (the hash of the names of the open zones). The outputs'
+ * rows are paths: a name run under two parents is two rows, each with its
+ * own numbers (prof_stats_rows); what is asked by name (prof_stats(),
+ * prof_stats_list(), the cross-rank table) is the stage, the sum over its
+ * paths. Everything is kept twice: for the whole run and for the current
+ * summary window. */
 #ifndef PROF_STATS_H
 #define PROF_STATS_H
 
@@ -23,19 +26,49 @@ struct prof_acc {
 
 /* PROF_STAGE_LOSSY for the current window only (prof_stats_fill). */
 #define PROF_STAGE_LOSSY_WIN_ (1u << 30)
+/* A row (a path) whose zones' distribution was not kept apart from other
+ * paths of its name (past PROF_STATS_PATH_HISTS): count, total, self and
+ * avg are its own; min, max and the percentiles are left 0 (shown "-"). */
+#define PROF_STAGE_NOHIST_ (1u << 29)
+
+/* Paths that keep a histogram of their own beside their stage's first
+ * path (which uses the stage's). Each costs about 1 KB and its buckets;
+ * past it, a path's count, total and self are still its own. */
+#define PROF_STATS_PATH_HISTS 4096
 
 #define PROF_STAGE_SIDES_ 2
+
+/* A path's count and times. */
+struct prof_path_sum {
+    uint64_t count, total, self;
+};
+
+struct prof_stray {
+    struct prof_path_sum run, win;
+};
 
 struct prof_stage {
     const char *name;            /* interned */
     uint32_t flags;              /* PROF_STAGE_GPU, PROF_STAGE_LOSSY(_WIN_) */
+    uint32_t npaths;             /* its path nodes */
     struct prof_stage *fixed_parent;  /* GPU stages: their CPU stage */
     struct prof_acc run, win;
     /* The collector's outputs' own state for the stage (sink.h): side[k]
      * belongs to the sink whose index is k, which allocates it and frees
      * it in its stage_gone (called here before the stage is freed). */
     void *side[PROF_STAGE_SIDES_];
-    /* Scratch for building the summary tree. */
+    /* Numbers of the zones whose path keeps no histogram of its own: its
+     * first path's, and those past PROF_STATS_PATH_HISTS; a stage's
+     * numbers are these plus its other paths' (prof_stats_fill). */
+    struct prof_path_acc *paths;     /* its paths' own, linked */
+    /* Its first node, whose count and times, while it is the stage's only
+     * path, are the stage's less the strays: zones in no node of the stage
+     * (no memory for one, or a node of another stage's hash), rare, so
+     * kept out of line (a drain over 100k stages slowed by a third when a
+     * stage grew by 80 bytes). */
+    struct prof_node *first;
+    struct prof_stray *stray;
+    /* Scratch for building the per-name tree. */
     struct prof_stage *parent;
     uint64_t parent_weight;      /* time of the heaviest node under parent */
     uint64_t root_weight;        /* time spent at the top level */
@@ -85,17 +118,30 @@ void prof_stats_mark(const char *raw_name);
  * them. Collector, lock held. */
 void prof_stats_thread_gone(const struct prof_thread *t);
 
-/* Rows in summary order. */
+/* Rows in summary order: one per call path, recursion folded into the
+ * outermost zone of its stage (a recursive function is one row). */
 struct prof_row {
     struct prof_stage *stage;
+    struct prof_node *node;      /* the path (its first node); NULL: a GPU
+                                    stage, under its CPU stage's heaviest row */
+    const char *parent;          /* the stage name of the row it is under */
+    uint32_t parent_row;         /* its index in rows, UINT32_MAX at the top */
     unsigned depth;
+    /* total: time in its outermost zones, each moment once (a recursive
+     * row's nested calls are inside it), so that a row's children add up
+     * to at most its child time; count and self: every call. */
+    struct prof_path_sum run, win;
+    uint64_t outer_run, outer_win;   /* time outside zones of its own stage */
+    uint64_t calls_run, calls_win;   /* every call's duration summed (avg) */
 };
 
 struct prof_rows {
     struct prof_row *rows;
     size_t len;
-    size_t folded;               /* stages left out of rows (too many) */
+    size_t folded;               /* rows left out (too many) */
     uint64_t folded_total;       /* their total time */
+    size_t npaths;               /* rows before folding */
+    uint64_t paths_nohist;       /* paths past PROF_STATS_PATH_HISTS */
     struct prof_counter **counters;  /* sorted by name */
     size_t ncounters;
     struct prof_mark **marks;
@@ -108,13 +154,21 @@ struct prof_rows {
 void prof_stats_tree(void);
 
 /* Build the tree (placing children of zones still running through the live
- * stacks of the registry) and the rows. max_rows 0 = all. window selects
- * which numbers order the rows. Returns 0 or -ENOMEM. */
+ * stacks of the registry) and the rows, one per path: the max_rows
+ * heaviest and their ancestors (0 = all). window selects which numbers
+ * order the rows. Returns 0 or -ENOMEM. */
 int prof_stats_rows(struct prof_rows *out, int window, size_t max_rows);
-/* The same from the tree as last built (prof_stats_tree), with no record
- * taken since. */
-int prof_stats_rows_of_tree(struct prof_rows *out, int window, size_t max_rows);
 void prof_rows_free(struct prof_rows *r);
+
+struct prof_stage_stats;
+/* A row's numbers as the public struct (out->parent: the row it is under),
+ * with hist its histogram (NULL when it kept none: PROF_STAGE_NOHIST_ in
+ * out->flags). The histogram may live in tmp: prof_stats_row_done(tmp)
+ * after use. */
+void prof_stats_row_fill(const struct prof_row *r, int window, uint64_t wall_ns,
+                         struct prof_stage_stats *out, const struct prof_hist **hist,
+                         struct prof_acc *tmp);
+void prof_stats_row_done(struct prof_acc *tmp);
 
 /* For prof_stats_list(), which orders with the lock released: every stage
  * (*n of them, in no order; free() the array), and, with the tree built,
@@ -128,8 +182,10 @@ struct prof_order_item *prof_stats_items(struct prof_stage **all, size_t n, int 
  * memory. */
 struct prof_counter **prof_stats_counters(size_t *n);
 
-/* Fill the public struct from a stage. wall_ns scales wall_share. depth is
- * left 0: it is the position in the rows, which the caller knows. */
+/* Fill the public struct from a stage: the sum over its paths, parent the
+ * stage it mostly runs inside (prof_stats_tree). wall_ns scales
+ * wall_share. depth is left 0: it is the position in the rows, which the
+ * caller knows. */
 struct prof_stage_stats;
 void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
                      struct prof_stage_stats *out);
@@ -145,13 +201,13 @@ extern uint64_t prof_stats_hist_lost;
 void prof_stats_window_reset(void);  /* a window summary was printed */
 
 /* Keep the window a periodic summary has just shown (wall_ns: the wall
- * time it showed): its rows, the max_rows heaviest of the window and their
- * ancestors, from the tree that summary built, before
+ * time it showed): its stages by name (the cross-rank table's rows), the
+ * max_rows heaviest of the window and their ancestors in the per-name tree
+ * (prof_stats_tree, built since the last record), before
  * prof_stats_window_reset() clears it. Lock held. */
 void prof_stats_window_keep(uint64_t wall_ns, size_t max_rows);
 
-/* The window kept last: its stages' numbers in the summary's order (the
- * JSON "window" section's rows). *n is set to the row count; *start_step
+/* The window kept last: its stages' numbers in the per-name tree's order. *n is set to the row count; *start_step
  * to the step the window began at (it ended where the current window
  * begins: prof_rt.window_start_step); *wall_ns to its wall time (either
  * may be NULL). Returns NULL (and *n = 0) while no window has closed since

@@ -32,9 +32,12 @@ int prof_stats_snap_take_locked(struct prof_stats_snap *s, size_t max_rows)
     s->folded = rows.folded;
     s->len = rows.len;
     for (size_t i = 0; i < rows.len; i++) {
-        const struct prof_stage *st = rows.rows[i].stage;
+        const struct prof_row *pr = &rows.rows[i];
+        const struct prof_stage *st = pr->stage;
         struct prof_stats_snap_row *r = &s->rows[i];
-        unsigned d = rows.rows[i].depth;
+        unsigned d = pr->depth;
+        const struct prof_hist *hist;
+        struct prof_acc tmp;
         prof_stage_stats w;
 
         /* Rows come in tree order: a row's parent is the last row seen one
@@ -42,16 +45,17 @@ int prof_stats_snap_take_locked(struct prof_stats_snap *s, size_t max_rows)
         if (d > i)
             d = (unsigned)i;
         s->stack[d] = (uint32_t)i;
-        prof_stats_fill(st, 1, 0, &w);
+        prof_stats_row_fill(pr, 1, 0, &w, &hist, &tmp);
+        prof_stats_row_done(&tmp);
         r->name = st->name;
         r->stage = st;
         r->parent = d == 0 ? UINT32_MAX : s->stack[d - 1];
         r->depth = d;
         r->flags = st->flags;
-        r->count = st->run.count;
-        r->total_ns = st->run.total;
-        r->self_ns = st->run.self;
-        r->outer_ns = st->outer_run;
+        r->count = pr->run.count;
+        r->total_ns = pr->run.total;
+        r->self_ns = pr->run.self;
+        r->outer_ns = pr->outer_run;
         r->win_count = w.count;
         r->win_total_ns = w.total_ns;
         r->p50_ns = w.p50_ns;

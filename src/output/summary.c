@@ -183,10 +183,13 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     prof_buf_puts(b, "  wall%\n");
     for (size_t i = 0; i < r->len; i++) {
         struct prof_stage_stats st;
+        const struct prof_hist *hist;
+        struct prof_acc tmp;
         char d[8][24];
         size_t cols_used;
 
-        prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
+        prof_stats_row_fill(&r->rows[i], v->window, v->wall_ns, &st, &hist, &tmp);
+        prof_stats_row_done(&tmp);
         cols_used = prof_fmt_name(name, sizeof name, st.name, PROF_NAME_COLS);
         prof_buf_printf(b, "%*s%s%*s", (int)(2 * r->rows[i].depth), "", name,
                         (int)(width - 2 * r->rows[i].depth - cols_used), "");
@@ -201,6 +204,9 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_fmt_dur(d[4], 24, st.p95_ns);
         prof_fmt_dur(d[5], 24, st.p99_ns);
         prof_fmt_dur(d[6], 24, (double)st.max_ns);
+        if (st.flags & PROF_STAGE_NOHIST_)
+            for (int c = 3; c < 7; c++)
+                strcpy(d[c], "-");
         {
             /* A stage of a thread that lost records: its count is short. */
             char cnt[24];
@@ -223,6 +229,11 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_fmt_dur(t, sizeof t, (double)r->folded_total);
         prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
     }
+    if (r->paths_nohist)
+        prof_buf_printf(b, "* %llu path%s past the %u that keep a distribution of their own: "
+                        "where such paths share their stage's, p50 to max show \"-\"\n",
+                        (unsigned long long)r->paths_nohist, plural(r->paths_nohist),
+                        (unsigned)PROF_STATS_PATH_HISTS);
     loss_footer(b, v);
     children_footer(b, v);
     if (r->ncounters) {
@@ -274,11 +285,14 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
                     (unsigned long long)v->steps, (unsigned long long)v->wall_ns);
     for (size_t i = 0; i < r->len; i++) {
         const struct prof_stage *s = r->rows[i].stage;
-        const struct prof_acc *a = v->window ? &s->win : &s->run;
+        const struct prof_hist *hist;
+        struct prof_acc tmp;
         struct prof_stage_stats st;
         struct hist_ctx hc = {b, 1};
+        int nohist;
 
-        prof_stats_fill(s, v->window, v->wall_ns, &st);
+        prof_stats_row_fill(&r->rows[i], v->window, v->wall_ns, &st, &hist, &tmp);
+        nohist = (st.flags & PROF_STAGE_NOHIST_) != 0;
         prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
         prof_buf_json_string(b, st.name);
         prof_buf_puts(b, ",\"parent\":");
@@ -286,31 +300,49 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
             prof_buf_json_string(b, st.parent);
         else
             prof_buf_puts(b, "null");
-        prof_buf_printf(b, ",\"depth\":%u,\"gpu\":%s,\"lossy\":%s,\"count\":%llu,"
-                        "\"total_ns\":%llu,"
-                        "\"self_ns\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,\"avg_ns\":",
-                        r->rows[i].depth, (st.flags & PROF_STAGE_GPU) ? "true" : "false",
+        prof_buf_printf(b, ",\"depth\":%u", r->rows[i].depth);
+        /* parent_row: the index of the row it is under in this array (a
+         * row is a path: one name can be a row under several parents). */
+        if (r->rows[i].parent_row != UINT32_MAX)
+            prof_buf_printf(b, ",\"parent_row\":%u", r->rows[i].parent_row);
+        else
+            prof_buf_puts(b, ",\"parent_row\":null");
+        prof_buf_printf(b, ",\"gpu\":%s,\"lossy\":%s,\"count\":%llu,"
+                        "\"total_ns\":%llu,\"self_ns\":%llu,",
+                        (st.flags & PROF_STAGE_GPU) ? "true" : "false",
                         (st.flags & PROF_STAGE_LOSSY) ? "true" : "false",
                         (unsigned long long)st.count, (unsigned long long)st.total_ns,
-                        (unsigned long long)st.self_ns, (unsigned long long)st.min_ns,
-                        (unsigned long long)st.max_ns);
+                        (unsigned long long)st.self_ns);
+        if (nohist)
+            prof_buf_puts(b, "\"min_ns\":null,\"max_ns\":null,\"avg_ns\":");
+        else
+            prof_buf_printf(b, "\"min_ns\":%llu,\"max_ns\":%llu,\"avg_ns\":",
+                            (unsigned long long)st.min_ns, (unsigned long long)st.max_ns);
         prof_buf_double(b, st.avg_ns);
-        prof_buf_puts(b, ",\"p50_ns\":");
-        prof_buf_double(b, st.p50_ns);
-        prof_buf_puts(b, ",\"p95_ns\":");
-        prof_buf_double(b, st.p95_ns);
-        prof_buf_puts(b, ",\"p99_ns\":");
-        prof_buf_double(b, st.p99_ns);
+        if (nohist) {
+            prof_buf_puts(b, ",\"p50_ns\":null,\"p95_ns\":null,\"p99_ns\":null");
+        } else {
+            prof_buf_puts(b, ",\"p50_ns\":");
+            prof_buf_double(b, st.p50_ns);
+            prof_buf_puts(b, ",\"p95_ns\":");
+            prof_buf_double(b, st.p95_ns);
+            prof_buf_puts(b, ",\"p99_ns\":");
+            prof_buf_double(b, st.p99_ns);
+        }
         prof_buf_puts(b, ",\"wall_share\":");
         prof_buf_double(b, st.wall_share);
         prof_buf_puts(b, ",\"hist\":[");
-        prof_hist_foreach(&a->hist, hist_bucket, &hc);
+        if (hist != NULL)
+            prof_hist_foreach(hist, hist_bucket, &hc);
         prof_buf_puts(b, "]");
+        prof_stats_row_done(&tmp);
         prof_kstats_json(b, s, v->window);    /* ,"kernels":{...} with PROF_CUDA=kernels */
         prof_buf_puts(b, "}");
     }
-    prof_buf_printf(b, "],\"folded_stages\":%zu,\"folded_total_ns\":%llu", r->folded,
-                    (unsigned long long)r->folded_total);
+    prof_buf_printf(b, "],\"folded_stages\":%zu,\"folded_total_ns\":%llu,"
+                    "\"paths\":%zu,\"paths_without_hist\":%llu", r->folded,
+                    (unsigned long long)r->folded_total, r->npaths,
+                    (unsigned long long)r->paths_nohist);
     prof_buf_puts(b, ",\"counters\":[");
     for (size_t i = 0; i < r->ncounters; i++) {
         const struct prof_counter_acc *a = v->window ? &r->counters[i]->win : &r->counters[i]->run;
