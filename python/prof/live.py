@@ -48,11 +48,12 @@ PREFIX = "prof-live-"
 INIT_PID_NS = 0xEFFFFFFC
 
 # src/output/live.h: struct prof_live_file_header, prof_live_file_row and
-# prof_live_file_gpu, prof_live_file_kernels.
-_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIIIIIIIIIQ8x")
+# prof_live_file_gpu, prof_live_file_kernels, prof_live_file_memory.
+_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIIIIIIIIIQII")
 _ROW = struct.Struct("=IIIIIIQQQQQQddd")
 _GPU = struct.Struct("=iIdddd")
 _KERN = struct.Struct("=IIQQQQd32s")
+_MEM = struct.Struct("=QQQ")
 _SEQ_OFFSET = 24
 _PID_OFFSET = 40
 _IDENT_OFFSET = 312       # pid_ns, time_ns (uint32), start_ticks (uint64)
@@ -483,7 +484,7 @@ def _parse(data, path="the live file"):
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
      stages, folded, snap_ns, publish_ns, publishes, metrics_ns,
      minor, gpu_size, ngpus, gpu_off, kern_size, nkern, kern_off, _,
-     pid_ns, time_ns, start_ticks) = h
+     pid_ns, time_ns, start_ticks, mem_size, mem_off) = h
     if header_size != _HEADER.size or row_size != _ROW.size:
         raise bad("header or row size %d/%d, expected %d/%d"
                   % (header_size, row_size, _HEADER.size, _ROW.size))
@@ -509,6 +510,15 @@ def _parse(data, path="the live file"):
         for i in range(nkern):
             row, k = _kern(bad, data, kern_off + i * kern_size, nrows)
             kernels[row] = k
+    memory = None    # a writer from before minor version 4, or one that knows none
+    if minor >= 4 and mem_size:
+        if not _MEM.size <= mem_size <= 4096 or not names_at <= mem_off <= names_end or \
+                mem_size > names_end - mem_off:
+            raise bad("a memory entry of %d bytes at %d does not fit between the rows at %d "
+                      "and the GPU entries at %d" % (mem_size, mem_off, names_at, names_end))
+        rss, peak_win, peak_run = _MEM.unpack_from(data, mem_off)
+        memory = {"rss_bytes": rss, "rss_peak_window_bytes": peak_win,
+                  "rss_peak_bytes": peak_run}
     names_len = names_end - names_at
     rows = []
     for i in range(nrows):
@@ -556,6 +566,7 @@ def _parse(data, path="the live file"):
         "cost_us": {"snapshot": snap_ns / 1e3, "publish": publish_ns / 1e3,
                     "metrics": metrics_ns / 1e3},
         "gpus": gpus,
+        "memory": memory,
         "rows": rows,
     }
 

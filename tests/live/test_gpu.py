@@ -131,10 +131,10 @@ def test_versions(env, gpu_start, live, runtime_dir):
     assert gpu_lines(r.stdout) == [] and "\ndata " in r.stdout, r.stdout
     assert live.snapshot(p.pid)["gpus"] is None
 
-    # A newer writer: minor version 4, GPU entries 16 bytes longer (and
+    # A newer writer: minor version 5, GPU entries 16 bytes longer (and
     # no kernel entries, after them).
     new = bytearray(data[:gpu_off]) + entry + b"\xff" * 16
-    struct.pack_into("=IIII", new, MINOR_AT, 4, gpu_size + 16, 1, gpu_off)
+    struct.pack_into("=IIII", new, MINOR_AT, 5, gpu_size + 16, 1, gpu_off)
     struct.pack_into("=IIII", new, MINOR_AT + 16, 80, 0, len(new), 0)
     struct.pack_into("=Q", new, SIZE_AT, len(new))
     replace_file(runtime_dir, p.pid, new)
