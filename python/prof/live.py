@@ -54,6 +54,7 @@ _ROW = struct.Struct("=IIIIIIQQQQQQddd")
 _GPU = struct.Struct("=iIdddd")
 _KERN = struct.Struct("=IIQQQQd32s")
 _MEM = struct.Struct("=QQQ")
+_GPU_MEM = struct.Struct("=QQ")    # minor 4: after _GPU in a GPU entry
 _SEQ_OFFSET = 24
 _PID_OFFSET = 40
 _IDENT_OFFSET = 312       # pid_ns, time_ns (uint32), start_ticks (uint64)
@@ -499,7 +500,7 @@ def _parse(data, path="the live file"):
             raise bad("%d GPU entries of %d bytes at %d do not fit in %d bytes after the "
                       "rows at %d" % (ngpus, gpu_size, gpu_off, size, names_at))
         names_end = gpu_off
-        gpus = [_gpu(bad, data, gpu_off + i * gpu_size) for i in range(ngpus)]
+        gpus = [_gpu(bad, data, gpu_off + i * gpu_size, gpu_size) for i in range(ngpus)]
     kernels = {}
     if minor >= 2:
         gpu_end = gpu_off + ngpus * gpu_size
@@ -571,10 +572,13 @@ def _parse(data, path="the live file"):
     }
 
 
-def _gpu(bad, data, at):
+def _gpu(bad, data, at, size):
     """One GPU entry: the fields this reader knows, from the front of an
     entry that a newer writer may have made longer."""
     device, flags, busy_win, busy_run, nvml_win, nvml_run = _GPU.unpack_from(data, at)
+    mem = (None, None)
+    if size >= _GPU.size + _GPU_MEM.size and flags & 1:
+        mem = _GPU_MEM.unpack_from(data, at + _GPU.size)
 
     def share(v):
         if v != v or v in (float("inf"), float("-inf")):
@@ -585,6 +589,7 @@ def _gpu(bad, data, at):
         "device": device, "busy_window": share(busy_win), "busy_run": share(busy_run),
         "nvml_utilization_window": share(nvml_win) if flags & 1 else None,
         "nvml_utilization_run": share(nvml_run) if flags & 2 else None,
+        "memory_used_bytes": mem[0], "memory_peak_window_bytes": mem[1],
     }
 
 

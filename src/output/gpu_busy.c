@@ -831,8 +831,9 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
                             pct(fs.busy));
         }
         if (v.have_nv)
-            prof_buf_printf(b, "; memory %llu MiB, %d W, SM %u MHz",
+            prof_buf_printf(b, "; memory %llu MiB (peak %llu MiB), %d W, SM %u MHz",
                             (unsigned long long)(v.nv.mem_used / (1024 * 1024)),
+                            (unsigned long long)(v.nv.mem_peak / (1024 * 1024)),
                             (int)(v.nv.power_w + 0.5), v.nv.sm_mhz);
         prof_buf_puts(b, "\n");
     }
@@ -872,8 +873,9 @@ void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
         if (v.have_nv) {
             prof_buf_puts(b, "{\"utilization\":");
             prof_buf_double(b, v.nv.util);
-            prof_buf_printf(b, ",\"memory_used_bytes\":%llu,\"power_w\":",
-                            (unsigned long long)v.nv.mem_used);
+            prof_buf_printf(b, ",\"memory_used_bytes\":%llu,\"memory_peak_bytes\":%llu,"
+                            "\"power_w\":", (unsigned long long)v.nv.mem_used,
+                            (unsigned long long)v.nv.mem_peak);
             prof_buf_double(b, v.nv.power_w);
             prof_buf_printf(b, ",\"sm_clock_mhz\":%u,\"samples\":%llu}", v.nv.sm_mhz,
                             (unsigned long long)v.nv.samples);
@@ -936,6 +938,8 @@ int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, ui
         if (prof_nvml_figures(t->device, 1, &nv) == 0) {
             out[n].nvml |= 1;
             out[n].nvml_win = nv.util;
+            out[n].mem_used = nv.mem_used;
+            out[n].mem_peak_win = nv.mem_peak;
         }
         if (prof_nvml_figures(t->device, 0, &nv) == 0) {
             out[n].nvml |= 2;

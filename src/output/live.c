@@ -46,7 +46,7 @@
 /* The layout python/prof/live.py reads (docs/LIVE.md). */
 _Static_assert(sizeof(struct prof_live_file_header) == 336, "the live file's header moved");
 _Static_assert(sizeof(struct prof_live_file_row) == 96, "the live file's row changed");
-_Static_assert(sizeof(struct prof_live_file_gpu) == 40, "the live file's GPU entry changed");
+_Static_assert(sizeof(struct prof_live_file_gpu) == 56, "the live file's GPU entry changed");
 _Static_assert(sizeof(struct prof_live_file_kernels) == 80, "the live file's kernel entry changed");
 
 static uint64_t next_ns;                /* the next tick publishes from then */
@@ -598,6 +598,8 @@ static void file_write(const struct prof_live_snap *s)
         fg->busy_run = g->busy_run;
         fg->nvml_win = g->nvml_win;
         fg->nvml_run = g->nvml_run;
+        fg->mem_used = g->mem_used;
+        fg->mem_peak_win = g->mem_peak_win;
     }
     fk = (struct prof_live_file_kernels *)(map + kern_off);
     for (int i = 0; i < s->nkst; i++, fk++) {

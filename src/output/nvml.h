@@ -21,6 +21,7 @@ void prof_nvml_tick(uint64_t now_ns);
 struct prof_nvml_figures {
     double util;                 /* mean utilization, 0-1 */
     uint64_t mem_used;           /* bytes, the last sample */
+    uint64_t mem_peak;           /* bytes, the largest sample */
     double power_w;              /* mean */
     unsigned sm_mhz;             /* mean */
     uint64_t samples;

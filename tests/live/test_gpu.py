@@ -24,7 +24,8 @@ FAKENVML = os.environ.get("FAKENVML_LIB")
 BUSY = 30          # kernel 3 ms every 10 ms
 NVML = 40          # FAKENVML_UTIL
 SLACK = 6          # points: zones not polled yet at the snapshot, the run's edges
-LINE = re.compile(r"^GPU (\d+): busy (\d+)% \(window\), (\d+)% \(run\)(?:, nvidia-smi (\d+)%)?$")
+LINE = re.compile(r"^GPU (\d+): busy (\d+)% \(window\), (\d+)% \(run\)(?:, nvidia-smi (\d+)%)?"
+                  r"(?:, memory (\S+ \S+) \(peak (\S+ \S+)\))?$")
 
 # live.h: where the header's minor version and GPU fields are, and the
 # size a version-1 reader insists on.
