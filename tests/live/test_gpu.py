@@ -70,10 +70,12 @@ def test_gpu_line_once_and_json(env, gpu_start, live):
     assert lines.index(gl[0]) == 2 and lines[3].split()[:2] == ["STAGE", "COUNT"], r.stdout
     m = LINE.match(gl[0])
     assert m, gl[0]
-    device, win, run, smi = (int(x) for x in m.groups())
+    device, win, run, smi = (int(x) for x in m.groups()[:4])
     assert device == 0
     assert abs(win - BUSY) <= SLACK and abs(run - BUSY) <= SLACK, gl[0]
     assert smi == NVML, gl[0]
+    # The fake NVML's device 0 has 1 GiB in use, every sample.
+    assert m.group(5) == "1.00 GiB" and m.group(6) == "1.00 GiB", gl[0]
 
     r = prof_top(env, str(p.pid), "--json")
     assert r.returncode == 0, r.stderr
@@ -84,6 +86,7 @@ def test_gpu_line_once_and_json(env, gpu_start, live):
     assert abs(g["busy_run"] * 100 - BUSY) <= SLACK, g
     assert abs(g["nvml_utilization_window"] - NVML / 100) < 1e-6, g
     assert abs(g["nvml_utilization_run"] - NVML / 100) < 1e-6, g
+    assert g["memory_used_bytes"] == g["memory_peak_window_bytes"] == 1 << 30, g
 
 
 def test_no_gpu_line_without_gpu_zones(env, start):
