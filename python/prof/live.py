@@ -577,7 +577,7 @@ def _gpu(bad, data, at, size):
     entry that a newer writer may have made longer."""
     device, flags, busy_win, busy_run, nvml_win, nvml_run = _GPU.unpack_from(data, at)
     mem = (None, None)
-    if size >= _GPU.size + _GPU_MEM.size and flags & 1:
+    if size >= _GPU.size + _GPU_MEM.size and flags & 4:
         mem = _GPU_MEM.unpack_from(data, at + _GPU.size)
 
     def share(v):

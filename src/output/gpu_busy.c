@@ -42,6 +42,7 @@
 #include "gpu_busy.h"
 #include "json.h"
 #include "log.h"
+#include "gpu_mem.h"
 #include "nvml.h"
 #include "process.h"
 #include "registry.h"
@@ -365,6 +366,7 @@ static void forked_check(void)
         pthread_mutex_init(&pub_lock, NULL);
         npub = 0;
         prof_nvml_atfork_child();
+        prof_gpu_mem_atfork_child();
     }
     owner_pid = pid;
 }
@@ -394,6 +396,7 @@ static void add_spans(int device, uint64_t stream, uint64_t start_ns, uint64_t e
         if (tracks[d].bin_at == 0) {
             tracks[d].bin_at = start_ns - start_ns % GPU_BIN_NS;
             prof_nvml_note_device(device);
+            prof_gpu_mem_note_device(device);
         }
     }
     if (s >= 0)
@@ -643,6 +646,7 @@ static void sink_pass_end(uint64_t now)
         nheld = 0;
         win_lo = prof_rt.window_start_ns;
         prof_nvml_run_reset();
+        prof_gpu_mem_run_reset();
         memset(lost_tab, 0, sizeof lost_tab);
         lost_other_win = lost_other_run = 0;
     }
@@ -656,6 +660,7 @@ static void sink_pass_end(uint64_t now)
 static void sink_tick(uint64_t now)
 {
     prof_nvml_tick(now);
+    prof_gpu_mem_tick(now);    /* the driver's figure where NVML has none */
 }
 
 const struct prof_sink prof_gpu_busy_sink = {
@@ -702,6 +707,7 @@ void prof_gpu_window_close(void)
         drop_before(t, keep);
     }
     prof_nvml_window_close();
+    prof_gpu_mem_window_close();
     win_lo = hi;
 }
 
@@ -764,6 +770,8 @@ struct device_view {
     int check;
     const char *band, *cause;
     const struct idle_stage *top;   /* the stage to name; NULL: none */
+    int have_drv;                   /* no NVML figures: the driver's memory (gpu_mem.h) */
+    uint64_t drv_used, drv_peak;
     double top_share;               /* its share of the idle time */
 };
 
@@ -775,6 +783,8 @@ static void device_view(const struct track *t, int window, uint64_t wall_ns,
     memset(v, 0, sizeof *v);
     figures_of(t, window, wall_ns, &v->f);
     v->have_nv = prof_nvml_figures(t->device, window, &v->nv) == 0;
+    v->have_drv = !v->have_nv &&
+                  prof_gpu_mem_figures(t->device, window, &v->drv_used, &v->drv_peak) == 0;
     v->util = v->have_nv ? v->nv.util : v->f.busy;
     v->check = !prof_config_get()->gpu_check_off && v->util < GPU_CHECK_BELOW;
     if (!v->check)
@@ -835,6 +845,10 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
                             (unsigned long long)(v.nv.mem_used / (1024 * 1024)),
                             (unsigned long long)(v.nv.mem_peak / (1024 * 1024)),
                             (int)(v.nv.power_w + 0.5), v.nv.sm_mhz);
+        else if (v.have_drv)
+            prof_buf_printf(b, "; memory %llu MiB (peak %llu MiB, driver)",
+                            (unsigned long long)(v.drv_used / (1024 * 1024)),
+                            (unsigned long long)(v.drv_peak / (1024 * 1024)));
         prof_buf_puts(b, "\n");
     }
     lost_text(b, window);
@@ -882,6 +896,16 @@ void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
         } else {
             prof_buf_puts(b, "null");
         }
+        /* Device memory, NVML's or else the driver's: the last sample and
+         * the largest. */
+        if (v.have_nv || v.have_drv)
+            prof_buf_printf(b, ",\"memory\":{\"used_bytes\":%llu,\"peak_bytes\":%llu,"
+                            "\"source\":\"%s\"}",
+                            (unsigned long long)(v.have_nv ? v.nv.mem_used : v.drv_used),
+                            (unsigned long long)(v.have_nv ? v.nv.mem_peak : v.drv_peak),
+                            v.have_nv ? "nvml" : "driver");
+        else
+            prof_buf_puts(b, ",\"memory\":null");
         prof_buf_puts(b, ",\"check\":");
         if (v.check) {
             prof_buf_puts(b, "{\"band\":");
@@ -940,6 +964,10 @@ int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, ui
             out[n].nvml_win = nv.util;
             out[n].mem_used = nv.mem_used;
             out[n].mem_peak_win = nv.mem_peak;
+            out[n].nvml |= 4;
+        } else if (prof_gpu_mem_figures(t->device, 1, &out[n].mem_used,
+                                        &out[n].mem_peak_win) == 0) {
+            out[n].nvml |= 4;
         }
         if (prof_nvml_figures(t->device, 0, &nv) == 0) {
             out[n].nvml |= 2;

@@ -45,11 +45,12 @@ void prof_gpu_window_close(void);
 /* One device's figures for the live view (live.c's snapshot). */
 struct prof_gpu_live {
     int device;
-    unsigned nvml;               /* bit 0: nvml_win is known, bit 1: nvml_run */
+    unsigned nvml;               /* bit 0: nvml_win is known, bit 1: nvml_run, bit 2: mem_* */
     double busy_win, busy_run;   /* share of the window's, the run's wall time, 0-1 */
     double nvml_win, nvml_run;   /* NVML's mean utilization (nvidia-smi's figure), 0-1 */
-    uint64_t mem_used, mem_peak_win;   /* NVML's device memory used: the last sample and
-                                          the window's largest, bytes (with bit 0) */
+    uint64_t mem_used, mem_peak_win;   /* device memory used (NVML's, else the driver's):
+                                          the last sample and the window's largest, bytes
+                                          (with bit 2) */
 };
 
 /* The devices that ran GPU zones, at most max of them, into out: their

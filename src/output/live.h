@@ -134,8 +134,8 @@ struct prof_live_file_gpu {
     uint32_t flags;              /* bit 0: nvml_win is known, bit 1: nvml_run */
     double busy_win, busy_run;   /* share of the window's, the run's wall time, 0-1 */
     double nvml_win, nvml_run;   /* NVML's mean utilization, 0-1 (0 where unknown) */
-    /* Minor 4: NVML's device memory used, bytes (with bit 0 of flags):
-     * the last sample, and the window's largest. */
+    /* Minor 4: device memory used (NVML's, else the driver's), bytes
+     * (with bit 2 of flags): the last sample, and the window's largest. */
     uint64_t mem_used, mem_peak_win;
 };
 

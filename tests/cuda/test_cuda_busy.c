@@ -179,6 +179,26 @@ static uint64_t nvml_mem(long long mib, struct fake *f, CUstream s)
     return n;
 }
 
+/* The fake driver's device memory used from now on, once prof has asked
+ * cuMemGetInfo at least twice at that figure. */
+static uint64_t driver_mem(long long mib, struct fake *f, CUstream s)
+{
+    void (*set)(long long);
+    unsigned long long (*calls)(void);
+    unsigned long long at;
+    uint64_t n = 0;
+
+    *(void **)&set = dlsym(f->h, "fakecuda_set_mem_used_mib");
+    *(void **)&calls = dlsym(f->h, "fakecuda_mem_info_calls");
+    CHECK(set != NULL && calls != NULL);
+    set(mib);
+    at = calls();
+    for (int i = 0; i < 2000 && calls() < at + 2; i++)
+        n += loop(f, s, "data", 2 * MS, 1 * MS, 1);
+    CHECKF(calls() >= at + 2, "cuMemGetInfo not asked at %lld MiB", mib);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -268,6 +288,22 @@ int main(int argc, char **argv)
         expect_line(line, "memory 1536 MiB (peak 3072 MiB)");
         CHECK(gpus_number("memory_used_bytes") == 1536.0 * 1048576.0);
         CHECK(gpus_number("memory_peak_bytes") == 3072.0 * 1048576.0);
+        CHECK(strstr(json, "\"source\":\"nvml\"") != NULL);
+        LOG_EXPECT_NONE();
+        return 0;
+    }
+    if (strcmp(mode, "driver_memory") == 0) {
+        /* No NVML (PROF_NVML=0): the driver's figure, through the pool's
+         * context, 3 GiB then 1.5 GiB used. */
+        n = driver_mem(3072, &f, s);
+        n += driver_mem(1536, &f, s);
+        summaries(n, "data");
+        gpu_line(line, sizeof line);
+        expect_line(line, "memory 1536 MiB (peak 3072 MiB, driver)");
+        expect_no(line, "nvidia-smi");
+        CHECK(strstr(json, "\"source\":\"driver\"") != NULL);
+        CHECK(gpus_number("peak_bytes") == 3072.0 * 1048576.0);
+        CHECK(gpus_number("used_bytes") == 1536.0 * 1048576.0);
         LOG_EXPECT_NONE();
         return 0;
     }
