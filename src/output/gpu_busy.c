@@ -993,5 +993,5 @@ void prof_gpu_metrics(struct prof_buf *b, int rank)
         prof_buf_puts(b, "\n");
     }
     pthread_mutex_unlock(&pub_lock);
-    prof_nvml_metrics(b, rank);
+    prof_gpu_mem_metrics(b, rank, prof_nvml_metrics(b, rank));
 }

@@ -7,12 +7,14 @@
  * context is ever created. The driver call costs a few us; it is made
  * every 100 ms for each device, only while NVML has no figures for it. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda_driver.h"
 #include "cuda_pool.h"
 #include "gpu_mem.h"
+#include "json.h"
 #include "log.h"
 #include "nvml.h"
 #include "trace.h"
@@ -31,6 +33,13 @@ static struct {
 } devs[GPU_MEM_DEVICES];
 static int ndevs;
 static uint64_t next_ns;
+/* The last samples, for the metrics thread. */
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int device;
+    uint64_t used;
+} pub[GPU_MEM_DEVICES];
+static int npub;
 static int note_failed;
 
 void prof_gpu_mem_note_device(int device)
@@ -75,6 +84,22 @@ static int driver_info(int device, size_t *free_b, size_t *total)
     return -ENOENT;
 }
 
+static void publish(int device, uint64_t used)
+{
+    int i;
+
+    pthread_mutex_lock(&pub_lock);
+    for (i = 0; i < npub && pub[i].device != device; i++)
+        ;
+    if (i < GPU_MEM_DEVICES) {
+        pub[i].device = device;
+        pub[i].used = used;
+        if (i == npub)
+            npub++;
+    }
+    pthread_mutex_unlock(&pub_lock);
+}
+
 void prof_gpu_mem_tick(uint64_t now)
 {
     struct prof_nvml_figures nv;
@@ -101,7 +126,22 @@ void prof_gpu_mem_tick(uint64_t now)
         devs[i].win.samples++;
         snprintf(name, sizeof name, "GPU %d memory used MiB", devs[i].device);
         prof_trace_counter(NULL, name, now, (double)used / (1024.0 * 1024.0));
+        publish(devs[i].device, used);
     }
+}
+
+void prof_gpu_mem_metrics(struct prof_buf *b, int rank, int nvml)
+{
+    pthread_mutex_lock(&pub_lock);
+    if (!nvml && npub > 0) {
+        prof_buf_puts(b, "# HELP prof_gpu_memory_used_bytes The driver's device memory used "
+                         "(cuMemGetInfo), last sample.\n"
+                         "# TYPE prof_gpu_memory_used_bytes gauge\n");
+        for (int i = 0; i < npub; i++)
+            prof_buf_printf(b, "prof_gpu_memory_used_bytes{device=\"%d\",rank=\"%d\"} %llu\n",
+                            pub[i].device, rank, (unsigned long long)pub[i].used);
+    }
+    pthread_mutex_unlock(&pub_lock);
 }
 
 int prof_gpu_mem_figures(int device, int window, uint64_t *used, uint64_t *peak)
@@ -151,6 +191,8 @@ void prof_gpu_mem_run_reset(void)
 
 void prof_gpu_mem_atfork_child(void)
 {
+    pthread_mutex_init(&pub_lock, NULL);
+    npub = 0;
     ndevs = 0;
     next_ns = 0;
 }

@@ -23,6 +23,12 @@ int prof_gpu_mem_figures(int device, int window, uint64_t *used, uint64_t *peak)
 void prof_gpu_mem_window_close(void);
 void prof_gpu_mem_run_reset(void);
 
+/* prof_gpu_memory_used_bytes{device} of the driver's last samples, for a
+ * process where NVML wrote none (nvml: whether it did). Any thread (its
+ * own lock). */
+struct prof_buf;
+void prof_gpu_mem_metrics(struct prof_buf *b, int rank, int nvml);
+
 /* In a forked child: no devices (the parent's contexts are not its). */
 void prof_gpu_mem_atfork_child(void);
 

@@ -319,7 +319,7 @@ void prof_nvml_run_reset(void)
     }
 }
 
-void prof_nvml_metrics(struct prof_buf *b, int rank)
+int prof_nvml_metrics(struct prof_buf *b, int rank)
 {
     static const struct {
         const char *name, *help;
@@ -354,4 +354,5 @@ void prof_nvml_metrics(struct prof_buf *b, int rank)
         }
     }
     pthread_mutex_unlock(&pub_lock);
+    return any;
 }

@@ -39,7 +39,9 @@ void prof_nvml_run_reset(void);
 /* In a forked child: no devices, the publication lock made anew. */
 void prof_nvml_atfork_child(void);
 
-/* Prometheus gauges of the last samples; any thread (its own lock). */
-void prof_nvml_metrics(struct prof_buf *b, int rank);
+/* Prometheus gauges of the last samples; any thread (its own lock).
+ * Returns whether it wrote any (then prof_gpu_memory_used_bytes is
+ * NVML's). */
+int prof_nvml_metrics(struct prof_buf *b, int rank);
 
 #endif

@@ -63,3 +63,39 @@ def test_memory_entry_and_line(env, start, live, runtime_dir):
     r = prof_top(env, str(p.pid), "--once")
     assert r.returncode == 1 and "malformed" in r.stderr and "memory entry" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_gpu_memory_from_the_driver_without_nvml(env, start, live, tmp_path):
+    """PROF_NVML=0: the fake driver's cuMemGetInfo (512 MiB used of 80 GiB)
+    in the live GPU entry, prof-top's GPU line and the metrics, whose text
+    parses strictly (tests/cuda/labels.py)."""
+    import sys
+    from test_gpu import FAKECUDA, GPU_PROG
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
+    import labels
+
+    prom = str(tmp_path / "m.prom")
+    p = start({"PROF_CUDA_LIB": FAKECUDA, "PROF_NVML": "0", "PROF_METRICS": prom},
+              prog=GPU_PROG)
+    s = wait_for(lambda: (lambda t: t if t["gpus"] and t["gpus"][0]["memory_used_bytes"]
+                          else None)(live.snapshot(p.pid)), 20, "a GPU entry with memory")
+    g = s["gpus"][0]
+    assert g["memory_used_bytes"] == g["memory_peak_window_bytes"] == 512 << 20, g
+    assert g["nvml_utilization_window"] is None, g
+    r = prof_top(env, str(p.pid), "--once")
+    assert r.returncode == 0, r.stderr
+    assert "memory 512 MiB (peak 512 MiB)" in r.stdout, r.stdout
+
+    def gauge():
+        try:
+            with open(prom, "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        return raw if b"prof_gpu_memory_used_bytes{" in raw else None
+    raw = wait_for(gauge, 20, "the driver's gauge in the metrics")
+    samples = labels.check_exposition(raw)
+    assert samples["prof_gpu_memory_used_bytes"] == [{"device": '"0"', "rank": '"0"'}], samples
+    line = [x for x in raw.decode().splitlines() if x.startswith("prof_gpu_memory_used_bytes{")]
+    assert line[0].endswith(" %d" % (512 << 20)), line
+    assert "process_resident_memory_bytes" in samples
