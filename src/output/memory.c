@@ -154,7 +154,8 @@ void prof_mem_window_close(void)
     if (mem_ready() != 0)
         return;
     m.hwm_win_start = read_hwm();
-    m.win_max = 0;
+    /* What is resident as the next window starts is part of its peak. */
+    m.win_max = read_rss();
 }
 
 void prof_fmt_bytes(char *buf, size_t size, uint64_t bytes)
