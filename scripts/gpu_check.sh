@@ -4,8 +4,10 @@
 # suite on the same machine, bench/cuda/cuda_zone on the real driver in
 # both modes, and, where the Python extension builds (python3 with its
 # headers and torch), bench/cuda/torch_gpu_step.py: the issue 31 loop
-# plain, with prof (events, kernels) and under torch.profiler. Meant for a borrowed GPU machine with little time: one
-# command, logs and figures under OUT (default build-gpu/out).
+# plain, with prof (events, kernels) and under torch.profiler, and
+# tests/gpu/torch_memory.py (a stage's rise of the allocator's peak).
+# Meant for a borrowed GPU machine with little time: one command, logs
+# and figures under OUT (default build-gpu/out).
 #
 #     sh scripts/gpu_check.sh [OUT]
 #
@@ -54,6 +56,9 @@ if python3 -c 'import torch' 2>/dev/null; then
     step build_py ninja -C build-gpu-py
     step torch_step timeout 300 env PYTHONPATH=build-gpu-py/python \
         python3 bench/cuda/torch_gpu_step.py --rounds 3 --out "$out/torch_step"
+    # Per stage, how far it raised the caching allocator's peak (issue 40).
+    step torch_memory timeout 300 env PYTHONPATH=build-gpu-py/python \
+        python3 tests/gpu/torch_memory.py
 else
     echo "--- torch_step skipped (no torch for $(command -v python3))"
 fi

@@ -153,6 +153,42 @@ def _cuda_exit():
 
 
 # ---------------------------------------------------------------------------
+# GPU memory of a root module's stage, from PyTorch's caching allocator
+
+_counter = _prof.counter
+_mem_names = {}     # stage name -> its counter's name ("gpu mem+ model")
+
+
+def _gpu_mem_now():
+    """(memory_allocated, max_memory_allocated) of the current device, or
+    None. Reads only: the peak is never reset, so a script that reads or
+    resets it itself sees its own figures."""
+    try:
+        cuda = sys.modules["torch"].cuda
+        return cuda.memory_allocated(), cuda.max_memory_allocated()
+    except Exception:
+        return None
+
+
+def _gpu_mem_end(name, start):
+    """A root stage ended: how far it raised the allocator's peak (a counter
+    "gpu mem+ NAME" of bytes, recorded when it rose), and the allocator's
+    bytes allocated and peak now (counters "gpu mem allocated" and
+    "gpu mem peak")."""
+    end = _gpu_mem_now()
+    if start is None or end is None:
+        return
+    rise = end[1] - max(start[0], start[1])
+    if rise > 0:
+        c = _mem_names.get(name)
+        if c is None:
+            c = _mem_names[name] = "gpu mem+ " + name
+        _counter(c, float(rise))
+    _counter("gpu mem allocated", float(end[0]))
+    _counter("gpu mem peak", float(end[1]))
+
+
+# ---------------------------------------------------------------------------
 # The iteration boundary
 
 def _boundary():
@@ -364,18 +400,22 @@ def _make_call(orig_call, compiling):
             z = _new_root(self, sys._getframe(1))
         if z is False:
             return orig_call(self, *args, **kwargs)
-        if not tls.open:
+        root = not tls.open
+        if root:
             _boundary()
             if not self.training or not _grad_enabled():
                 z = _eval_get(id(self), z)
         tls.open += 1
         try:
             if _state["cuda"] or _cuda_ready():
+                mem = _gpu_mem_now() if root else None
                 _cuda_enter(z.name)
                 try:
                     return orig_call(self, *args, **kwargs)
                 finally:
                     _cuda_exit()
+                    if root:
+                        _gpu_mem_end(z.name, mem)
             with z:
                 return orig_call(self, *args, **kwargs)
         finally:

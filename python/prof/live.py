@@ -48,11 +48,13 @@ PREFIX = "prof-live-"
 INIT_PID_NS = 0xEFFFFFFC
 
 # src/output/live.h: struct prof_live_file_header, prof_live_file_row and
-# prof_live_file_gpu, prof_live_file_kernels.
-_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIIIIIIIIIQ8x")
+# prof_live_file_gpu, prof_live_file_kernels, prof_live_file_memory.
+_HEADER = struct.Struct("=8sIIIIQQii64s64sQQQQQQIIQQQQQQIIIIIIIIIIQII")
 _ROW = struct.Struct("=IIIIIIQQQQQQddd")
 _GPU = struct.Struct("=iIdddd")
 _KERN = struct.Struct("=IIQQQQd32s")
+_MEM = struct.Struct("=QQQ")
+_GPU_MEM = struct.Struct("=QQ")    # minor 4: after _GPU in a GPU entry
 _SEQ_OFFSET = 24
 _PID_OFFSET = 40
 _IDENT_OFFSET = 312       # pid_ns, time_ns (uint32), start_ticks (uint64)
@@ -483,7 +485,7 @@ def _parse(data, path="the live file"):
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
      stages, folded, snap_ns, publish_ns, publishes, metrics_ns,
      minor, gpu_size, ngpus, gpu_off, kern_size, nkern, kern_off, _,
-     pid_ns, time_ns, start_ticks) = h
+     pid_ns, time_ns, start_ticks, mem_size, mem_off) = h
     if header_size != _HEADER.size or row_size != _ROW.size:
         raise bad("header or row size %d/%d, expected %d/%d"
                   % (header_size, row_size, _HEADER.size, _ROW.size))
@@ -498,7 +500,7 @@ def _parse(data, path="the live file"):
             raise bad("%d GPU entries of %d bytes at %d do not fit in %d bytes after the "
                       "rows at %d" % (ngpus, gpu_size, gpu_off, size, names_at))
         names_end = gpu_off
-        gpus = [_gpu(bad, data, gpu_off + i * gpu_size) for i in range(ngpus)]
+        gpus = [_gpu(bad, data, gpu_off + i * gpu_size, gpu_size) for i in range(ngpus)]
     kernels = {}
     if minor >= 2:
         gpu_end = gpu_off + ngpus * gpu_size
@@ -509,6 +511,15 @@ def _parse(data, path="the live file"):
         for i in range(nkern):
             row, k = _kern(bad, data, kern_off + i * kern_size, nrows)
             kernels[row] = k
+    memory = None    # a writer from before minor version 4, or one that knows none
+    if minor >= 4 and mem_size:
+        if not _MEM.size <= mem_size <= 4096 or not names_at <= mem_off <= names_end or \
+                mem_size > names_end - mem_off:
+            raise bad("a memory entry of %d bytes at %d does not fit between the rows at %d "
+                      "and the GPU entries at %d" % (mem_size, mem_off, names_at, names_end))
+        rss, peak_win, peak_run = _MEM.unpack_from(data, mem_off)
+        memory = {"rss_bytes": rss, "rss_peak_window_bytes": peak_win,
+                  "rss_peak_bytes": peak_run}
     names_len = names_end - names_at
     rows = []
     for i in range(nrows):
@@ -556,14 +567,18 @@ def _parse(data, path="the live file"):
         "cost_us": {"snapshot": snap_ns / 1e3, "publish": publish_ns / 1e3,
                     "metrics": metrics_ns / 1e3},
         "gpus": gpus,
+        "memory": memory,
         "rows": rows,
     }
 
 
-def _gpu(bad, data, at):
+def _gpu(bad, data, at, size):
     """One GPU entry: the fields this reader knows, from the front of an
     entry that a newer writer may have made longer."""
     device, flags, busy_win, busy_run, nvml_win, nvml_run = _GPU.unpack_from(data, at)
+    mem = (None, None)
+    if size >= _GPU.size + _GPU_MEM.size and flags & 4:
+        mem = _GPU_MEM.unpack_from(data, at + _GPU.size)
 
     def share(v):
         if v != v or v in (float("inf"), float("-inf")):
@@ -574,6 +589,7 @@ def _gpu(bad, data, at):
         "device": device, "busy_window": share(busy_win), "busy_run": share(busy_run),
         "nvml_utilization_window": share(nvml_win) if flags & 1 else None,
         "nvml_utilization_run": share(nvml_run) if flags & 2 else None,
+        "memory_used_bytes": mem[0], "memory_peak_window_bytes": mem[1],
     }
 
 

@@ -104,6 +104,7 @@ int prof_cuda_driver_open(void)
     *(void **)&a.stream_is_capturing = sym(h, "cuStreamIsCapturing", NULL);
     *(void **)&a.get_error_name = sym(h, "cuGetErrorName", NULL);
     *(void **)&a.device_pci = sym(h, "cuDeviceGetPCIBusId", NULL);
+    *(void **)&a.mem_get_info = sym(h, "cuMemGetInfo_v2", "cuMemGetInfo");
 
     if (missing != NULL) {
         prof_log_once(&note_unavailable,

@@ -43,6 +43,7 @@ struct cuda_api {
     CUresult (*stream_is_capturing)(CUstream stream, int *status);
     CUresult (*get_error_name)(CUresult err, const char **name);
     CUresult (*device_pci)(char *bus_id, int len, CUdevice dev);
+    CUresult (*mem_get_info)(size_t *free_bytes, size_t *total_bytes);
 };
 
 /* The driver's entry points. Written once by prof_cuda_driver_open(); the

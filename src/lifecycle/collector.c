@@ -21,6 +21,7 @@
 #include "kstats.h"
 #include "log.h"
 #include "loss.h"
+#include "memory.h"
 #include "runtime.h"
 #include "sigchain.h"
 #include "stats.h"
@@ -70,6 +71,7 @@ static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uin
     prof_loss_window_reset();
     prof_gpu_window_close();
     prof_kstats_window_close();
+    prof_mem_window_close();
 }
 
 /* The drain, and the summary it marked due queued. */

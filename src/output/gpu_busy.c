@@ -37,6 +37,7 @@
 #include "gpu_idle.h"
 #include "gpu_spans.h"
 #include "gpu_track.h"
+#include "gpu_mem.h"
 #include "nvml.h"
 #include "process.h"
 #include "registry.h"
@@ -112,6 +113,7 @@ static void forked_check(void)
         pthread_mutex_init(&pub_lock, NULL);
         npub = 0;
         prof_nvml_atfork_child();
+        prof_gpu_mem_atfork_child();
     }
     owner_pid = pid;
 }
@@ -141,6 +143,7 @@ static void add_spans(int device, uint64_t stream, uint64_t start_ns, uint64_t e
         if (tracks[d].bin_at == 0) {
             tracks[d].bin_at = start_ns - start_ns % GPU_BIN_NS;
             prof_nvml_note_device(device);
+            prof_gpu_mem_note_device(device);
         }
     }
     if (s >= 0)
@@ -286,6 +289,7 @@ static void sink_pass_end(uint64_t now)
         prof_gpu_idle_drop_held();
         win_lo = prof_rt.window_start_ns;
         prof_nvml_run_reset();
+        prof_gpu_mem_run_reset();
         memset(lost_tab, 0, sizeof lost_tab);
         lost_other_win = lost_other_run = 0;
     }
@@ -299,6 +303,7 @@ static void sink_pass_end(uint64_t now)
 static void sink_tick(uint64_t now)
 {
     prof_nvml_tick(now);
+    prof_gpu_mem_tick(now);    /* the driver's figure where NVML has none */
 }
 
 const struct prof_sink prof_gpu_busy_sink = {
@@ -345,6 +350,7 @@ void prof_gpu_window_close(void)
         prof_spans_drop_before(&t->sp, keep);
     }
     prof_nvml_window_close();
+    prof_gpu_mem_window_close();
     win_lo = hi;
 }
 
@@ -400,6 +406,8 @@ struct device_view {
     struct figures f;
     struct prof_nvml_figures nv;
     int have_nv;
+    int have_drv;                   /* no NVML figures: the driver's memory (gpu_mem.h) */
+    uint64_t drv_used, drv_peak;
     double util;
     int check;
     const char *band, *cause;
@@ -415,6 +423,8 @@ static void device_view(const struct prof_gpu_track *t, int window, uint64_t wal
     memset(v, 0, sizeof *v);
     figures_of(t, window, wall_ns, &v->f);
     v->have_nv = prof_nvml_figures(t->device, window, &v->nv) == 0;
+    v->have_drv = !v->have_nv &&
+                  prof_gpu_mem_figures(t->device, window, &v->drv_used, &v->drv_peak) == 0;
     v->util = v->have_nv ? v->nv.util : v->f.busy;
     v->check = !prof_config_get()->gpu_check_off && v->util < GPU_CHECK_BELOW;
     if (!v->check)
@@ -461,6 +471,12 @@ int prof_gpu_live_locked(struct prof_gpu_live *out, int max, uint64_t win_ns, ui
         if (prof_nvml_figures(t->device, 1, &nv) == 0) {
             out[n].nvml |= 1;
             out[n].nvml_win = nv.util;
+            out[n].mem_used = nv.mem_used;
+            out[n].mem_peak_win = nv.mem_peak;
+            out[n].nvml |= 4;
+        } else if (prof_gpu_mem_figures(t->device, 1, &out[n].mem_used,
+                                        &out[n].mem_peak_win) == 0) {
+            out[n].nvml |= 4;
         }
         if (prof_nvml_figures(t->device, 0, &nv) == 0) {
             out[n].nvml |= 2;
@@ -496,6 +512,9 @@ void prof_gpu_figures_get(struct prof_gpu_figures *out, int window, uint64_t wal
         d->wall_ns = v.f.wall_ns;
         d->gap_ns = v.f.gap_ns;
         d->have_nv = v.have_nv;
+        d->have_drv = v.have_drv;
+        d->drv_used = v.drv_used;
+        d->drv_peak = v.drv_peak;
         d->nv = v.nv;
         d->util = v.util;
         d->check = v.check;

@@ -36,6 +36,8 @@ struct prof_gpu_device_figures {
     uint64_t gap_ns;                /* the largest gap merged into busy time */
     int have_nv;                    /* nv holds NVML's figures */
     struct prof_nvml_figures nv;
+    int have_drv;                   /* no NVML figures: the driver's memory (gpu_mem.h) */
+    uint64_t drv_used, drv_peak;    /* its last sample and largest, bytes */
     double util;                    /* NVML's utilization where there, else busy */
     int check;                      /* the bottleneck check applies (util under 85%) */
     const char *band, *cause;       /* the checklist's band and its usual cause */
@@ -97,9 +99,12 @@ void prof_gpu_window_close(void);
 /* One device's figures for the live view (live.c's snapshot). */
 struct prof_gpu_live {
     int device;
-    unsigned nvml;               /* bit 0: nvml_win is known, bit 1: nvml_run */
+    unsigned nvml;               /* bit 0: nvml_win is known, bit 1: nvml_run, bit 2: mem_* */
     double busy_win, busy_run;   /* share of the window's, the run's wall time, 0-1 */
     double nvml_win, nvml_run;   /* NVML's mean utilization (nvidia-smi's figure), 0-1 */
+    uint64_t mem_used, mem_peak_win;   /* device memory used (NVML's, else the driver's):
+                                          the last sample and the window's largest, bytes
+                                          (with bit 2) */
 };
 
 /* The devices that ran GPU zones, at most max of them, into out: their

@@ -9,6 +9,7 @@
 #include "gpu_busy.h"
 #include "gpu_format.h"
 #include "json.h"
+#include "gpu_mem.h"
 #include "nvml.h"
 
 /* The summary's model, 11 KiB: kept off the caller's stack (an
@@ -77,9 +78,14 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns)
             prof_buf_printf(b, "%s %d %d%%", j ? "," : "; streams", s->stream_no, pct(s->busy));
         }
         if (v->have_nv)
-            prof_buf_printf(b, "; memory %llu MiB, %d W, SM %u MHz",
+            prof_buf_printf(b, "; memory %llu MiB (peak %llu MiB), %d W, SM %u MHz",
                             (unsigned long long)(v->nv.mem_used / (1024 * 1024)),
+                            (unsigned long long)(v->nv.mem_peak / (1024 * 1024)),
                             (int)(v->nv.power_w + 0.5), v->nv.sm_mhz);
+        else if (v->have_drv)
+            prof_buf_printf(b, "; memory %llu MiB (peak %llu MiB, driver)",
+                            (unsigned long long)(v->drv_used / (1024 * 1024)),
+                            (unsigned long long)(v->drv_peak / (1024 * 1024)));
         prof_buf_puts(b, "\n");
     }
     lost_text(b, g);
@@ -111,14 +117,25 @@ void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
         if (v->have_nv) {
             prof_buf_puts(b, "{\"utilization\":");
             prof_buf_double(b, v->nv.util);
-            prof_buf_printf(b, ",\"memory_used_bytes\":%llu,\"power_w\":",
-                            (unsigned long long)v->nv.mem_used);
+            prof_buf_printf(b, ",\"memory_used_bytes\":%llu,\"memory_peak_bytes\":%llu,"
+                            "\"power_w\":", (unsigned long long)v->nv.mem_used,
+                            (unsigned long long)v->nv.mem_peak);
             prof_buf_double(b, v->nv.power_w);
             prof_buf_printf(b, ",\"sm_clock_mhz\":%u,\"samples\":%llu}", v->nv.sm_mhz,
                             (unsigned long long)v->nv.samples);
         } else {
             prof_buf_puts(b, "null");
         }
+        /* Device memory, NVML's or else the driver's: the last sample and
+         * the largest. */
+        if (v->have_nv || v->have_drv)
+            prof_buf_printf(b, ",\"memory\":{\"used_bytes\":%llu,\"peak_bytes\":%llu,"
+                            "\"source\":\"%s\"}",
+                            (unsigned long long)(v->have_nv ? v->nv.mem_used : v->drv_used),
+                            (unsigned long long)(v->have_nv ? v->nv.mem_peak : v->drv_peak),
+                            v->have_nv ? "nvml" : "driver");
+        else
+            prof_buf_puts(b, ",\"memory\":null");
         prof_buf_puts(b, ",\"check\":");
         if (v->check) {
             prof_buf_puts(b, "{\"band\":");
@@ -162,5 +179,5 @@ void prof_gpu_metrics(struct prof_buf *b, int rank)
         prof_buf_fixed(b, pub[i].busy, 4);
         prof_buf_puts(b, "\n");
     }
-    prof_nvml_metrics(b, rank);
+    prof_gpu_mem_metrics(b, rank, prof_nvml_metrics(b, rank));
 }

@@ -35,6 +35,7 @@
 #include "env.h"
 #include "gpu_busy.h"
 #include "live.h"
+#include "memory.h"
 #include "log.h"
 #include "metrics.h"
 #include "process.h"
@@ -45,7 +46,7 @@
 /* The layout python/prof/live.py reads (docs/LIVE.md). */
 _Static_assert(sizeof(struct prof_live_file_header) == 336, "the live file's header moved");
 _Static_assert(sizeof(struct prof_live_file_row) == 96, "the live file's row changed");
-_Static_assert(sizeof(struct prof_live_file_gpu) == 40, "the live file's GPU entry changed");
+_Static_assert(sizeof(struct prof_live_file_gpu) == 56, "the live file's GPU entry changed");
 _Static_assert(sizeof(struct prof_live_file_kernels) == 80, "the live file's kernel entry changed");
 
 static uint64_t next_ns;                /* the next tick publishes from then */
@@ -150,6 +151,16 @@ int prof_live_snap_take_locked(struct prof_live_snap *s)
     for (const struct prof_thread *t = prof_threads; t != NULL; t = t->next)
         s->threads += !__atomic_load_n(&t->exited, __ATOMIC_RELAXED);
     s->ngpus = prof_gpu_live_locked(s->gpus, PROF_LIVE_MAX_GPUS, s->win_ns, s->run_ns);
+    {
+        struct prof_mem_figures win, run;
+
+        prof_mem_figures(1, &win);
+        prof_mem_figures(0, &run);
+        s->mem_known = win.known && run.known;
+        s->rss = run.rss;
+        s->rss_peak_win = win.peak;
+        s->rss_peak_run = run.peak;
+    }
     s->nkst = 0;
     for (size_t i = 0; i < s->table.len && s->nkst < PROF_LIVE_MAX_KSTAGES; i++) {
         const struct prof_stats_snap_row *r = &s->table.rows[i];
@@ -482,7 +493,8 @@ static void file_write(const struct prof_live_snap *s)
     struct prof_live_file_row *fr;
     struct prof_live_file_gpu *fg;
     struct prof_live_file_kernels *fk;
-    size_t names = 0, names_at, size, off, gpu_off, kern_off;
+    struct prof_live_file_memory *fm;
+    size_t names = 0, names_at, size, off, gpu_off, kern_off, mem_off;
     uint64_t seq;
     int err;
 
@@ -491,7 +503,10 @@ static void file_write(const struct prof_live_snap *s)
     for (size_t i = 0; i < s->table.len; i++)
         names += strlen(s->table.rows[i].name);
     names_at = sizeof *h + s->table.len * sizeof *fr;
-    gpu_off = (names_at + names + 7) & ~(size_t)7;
+    /* The memory entry between the names and the GPU entries: a reader
+     * before minor 4 takes it for bytes past the last name. */
+    mem_off = (names_at + names + 7) & ~(size_t)7;
+    gpu_off = mem_off + (s->mem_known ? sizeof *fm : 0);
     kern_off = gpu_off + (size_t)s->ngpus * sizeof *fg;
     size = kern_off + (size_t)s->nkst * sizeof *fk;
     /* Odd before the file may grow: a reader of the old size retries.
@@ -545,6 +560,8 @@ static void file_write(const struct prof_live_snap *s)
     h->pid_ns = file_pid_ns;
     h->time_ns = file_time_ns;
     h->start_ticks = file_start_ticks;
+    h->mem_size = s->mem_known ? (uint32_t)sizeof *fm : 0;
+    h->mem_off = s->mem_known ? (uint32_t)mem_off : 0;
     fr = (struct prof_live_file_row *)(map + sizeof *h);
     off = 0;
     for (size_t i = 0; i < s->table.len; i++, fr++) {
@@ -581,6 +598,8 @@ static void file_write(const struct prof_live_snap *s)
         fg->busy_run = g->busy_run;
         fg->nvml_win = g->nvml_win;
         fg->nvml_run = g->nvml_run;
+        fg->mem_used = g->mem_used;
+        fg->mem_peak_win = g->mem_peak_win;
     }
     fk = (struct prof_live_file_kernels *)(map + kern_off);
     for (int i = 0; i < s->nkst; i++, fk++) {
@@ -595,6 +614,12 @@ static void file_write(const struct prof_live_snap *s)
         fk->top_share = k->k.top_share;
         if (k->k.top != NULL)
             memcpy(fk->top, k->k.top, strnlen(k->k.top, sizeof fk->top - 1));
+    }
+    if (s->mem_known) {
+        fm = (struct prof_live_file_memory *)(map + mem_off);
+        fm->rss = s->rss;
+        fm->peak_win = s->rss_peak_win;
+        fm->peak_run = s->rss_peak_run;
     }
     /* Release: a reader that sees this even number sees every byte above
      * (the odd store and the fence before the rows pair with the reader's

@@ -56,6 +56,8 @@ struct prof_live_snap {
     struct prof_stats_snap table;  /* the stages */
     int ngpus;                   /* devices that ran GPU zones (gpu_busy.h) */
     struct prof_gpu_live gpus[PROF_LIVE_MAX_GPUS];
+    int mem_known;               /* the process's memory (memory.h), bytes */
+    uint64_t rss, rss_peak_win, rss_peak_run;
     int nkst;                    /* GPU stages that ran kernels (kstats.h) */
     struct prof_live_kstage kst[PROF_LIVE_MAX_KSTAGES];
 };
@@ -63,7 +65,8 @@ struct prof_live_snap {
 /* ---- The file's layout (docs/LIVE.md; python/prof/live.py reads it). ----
  * A header, then nrows fixed rows, then the names (UTF-8, not terminated),
  * then (minor version 1) ngpus GPU entries at gpu_off, 8-aligned, then
- * (minor version 2) nkern kernel entries at kern_off, 8-aligned.
+ * (minor version 2) nkern kernel entries at kern_off, 8-aligned, then
+ * (minor version 4) the memory entry at mem_off.
  * Written seqlock-style: seq is odd while the writer is inside; a reader
  * reads seq, the table, seq again, and retries unless both are the same
  * even number. Native byte order (readers are on the same host).
@@ -78,7 +81,7 @@ struct prof_live_snap {
  * the fields it knows from the front of each. */
 #define PROF_LIVE_MAGIC "PROFLIVE"
 #define PROF_LIVE_VERSION 1
-#define PROF_LIVE_MINOR 3
+#define PROF_LIVE_MINOR 4
 #define PROF_LIVE_PREFIX "prof-live-"
 /* The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO, fixed
  * since Linux 3.8): a process there keeps the plain name prof-live-PID;
@@ -111,7 +114,11 @@ struct prof_live_file_header {
     uint32_t pid_ns;             /* offset 312 */
     uint32_t time_ns;            /* offset 316 */
     uint64_t start_ticks;        /* offset 320 */
-    uint64_t reserved[1];
+    /* Minor 4: the process's memory, an entry of mem_size bytes at
+     * mem_off (8-aligned, after the kernel entries); 0 and 0 where the
+     * writer knows none. */
+    uint32_t mem_size;           /* offset 328 */
+    uint32_t mem_off;            /* offset 332 */
 };
 
 struct prof_live_file_row {
@@ -127,6 +134,15 @@ struct prof_live_file_gpu {
     uint32_t flags;              /* bit 0: nvml_win is known, bit 1: nvml_run */
     double busy_win, busy_run;   /* share of the window's, the run's wall time, 0-1 */
     double nvml_win, nvml_run;   /* NVML's mean utilization, 0-1 (0 where unknown) */
+    /* Minor 4: device memory used (NVML's, else the driver's), bytes
+     * (with bit 2 of flags): the last sample, and the window's largest. */
+    uint64_t mem_used, mem_peak_win;
+};
+
+/* The process's resident memory (minor version 4), bytes: RSS at the
+ * snapshot, its peak over the window and over the run (memory.h). */
+struct prof_live_file_memory {
+    uint64_t rss, peak_win, peak_run;
 };
 
 /* A GPU stage's kernels (minor version 2, PROF_CUDA=kernels). */

@@ -204,6 +204,16 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
     process_metric(b, "# HELP prof_stages_folded Stages left out of the per-stage metrics.\n"
                       "# TYPE prof_stages_folded gauge\nprof_stages_folded", r_only,
                    s->table.folded);
+    if (s->mem_known) {
+        /* The Prometheus client libraries' name for RSS; the peak is ours. */
+        process_metric(b, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                          "# TYPE process_resident_memory_bytes gauge\n"
+                          "process_resident_memory_bytes", r_only, s->rss);
+        process_metric(b, "# HELP prof_process_resident_memory_peak_bytes The process's peak "
+                          "resident memory since it started (the kernel's VmHWM).\n"
+                          "# TYPE prof_process_resident_memory_peak_bytes gauge\n"
+                          "prof_process_resident_memory_peak_bytes", r_only, s->rss_peak_run);
+    }
     prof_gpu_metrics(b, s->rank >= 0 ? s->rank : 0);    /* GPU busy, NVML (gpu_busy.h) */
     kernel_metrics(b, s, &names, paths, rank);          /* PROF_CUDA=kernels (kstats.h) */
     free(paths);

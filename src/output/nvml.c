@@ -61,6 +61,7 @@ enum { NVML_UNTRIED, NVML_READY, NVML_UNAVAILABLE };
 struct acc {
     double util_sum, power_sum, mhz_sum;
     uint64_t mem_used, samples;
+    uint64_t mem_peak;           /* the largest sample */
 };
 
 struct dev {
@@ -190,6 +191,8 @@ static void sample(struct dev *d, uint64_t now)
     d->win.power_sum += mw / 1000.0;
     d->win.mhz_sum += mhz;
     d->win.mem_used = m.used;
+    if (m.used > d->win.mem_peak)
+        d->win.mem_peak = m.used;
     d->win.samples++;
     snprintf(name, sizeof name, "GPU %d utilization %% (NVML)", d->device);
     prof_trace_counter(NULL, name, now, (double)u.gpu);
@@ -265,6 +268,8 @@ int prof_nvml_figures(int device, int window, struct prof_nvml_figures *out)
             a.samples += d->run.samples;
             if (d->win.samples == 0)
                 a.mem_used = d->run.mem_used;
+            if (d->run.mem_peak > a.mem_peak)
+                a.mem_peak = d->run.mem_peak;
         }
         if (a.samples == 0)
             return -ENOENT;
@@ -272,6 +277,7 @@ int prof_nvml_figures(int device, int window, struct prof_nvml_figures *out)
         out->power_w = a.power_sum / (double)a.samples;
         out->sm_mhz = (unsigned)(a.mhz_sum / (double)a.samples + 0.5);
         out->mem_used = a.mem_used;
+        out->mem_peak = a.mem_peak;
         out->samples = a.samples;
         return 0;
     }
@@ -291,6 +297,8 @@ void prof_nvml_window_close(void)
         d->run.samples += d->win.samples;
         if (d->win.samples)
             d->run.mem_used = d->win.mem_used;
+        if (d->win.mem_peak > d->run.mem_peak)
+            d->run.mem_peak = d->win.mem_peak;
         memset(&d->win, 0, sizeof d->win);
     }
 }
@@ -311,7 +319,7 @@ void prof_nvml_run_reset(void)
     }
 }
 
-void prof_nvml_metrics(struct prof_buf *b, int rank)
+int prof_nvml_metrics(struct prof_buf *b, int rank)
 {
     static const struct {
         const char *name, *help;
@@ -346,4 +354,5 @@ void prof_nvml_metrics(struct prof_buf *b, int rank)
         }
     }
     pthread_mutex_unlock(&pub_lock);
+    return any;
 }

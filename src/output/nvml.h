@@ -21,6 +21,7 @@ void prof_nvml_tick(uint64_t now_ns);
 struct prof_nvml_figures {
     double util;                 /* mean utilization, 0-1 */
     uint64_t mem_used;           /* bytes, the last sample */
+    uint64_t mem_peak;           /* bytes, the largest sample */
     double power_w;              /* mean */
     unsigned sm_mhz;             /* mean */
     uint64_t samples;
@@ -38,7 +39,9 @@ void prof_nvml_run_reset(void);
 /* In a forked child: no devices, the publication lock made anew. */
 void prof_nvml_atfork_child(void);
 
-/* Prometheus gauges of the last samples; any thread (its own lock). */
-void prof_nvml_metrics(struct prof_buf *b, int rank);
+/* Prometheus gauges of the last samples; any thread (its own lock).
+ * Returns whether it wrote any (then prof_gpu_memory_used_bytes is
+ * NVML's). */
+int prof_nvml_metrics(struct prof_buf *b, int rank);
 
 #endif

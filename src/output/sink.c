@@ -5,6 +5,7 @@
 #include "gpu_busy.h"
 #include "kstats.h"
 #include "live.h"
+#include "memory.h"
 #include "registry.h"
 #include "sink.h"
 #include "stats.h"
@@ -19,6 +20,7 @@ static const struct prof_sink *const all[] = {
     &prof_live_sink,             /* PROF_LIVE, PROF_METRICS */
     &prof_gpu_busy_sink,         /* GPU busy share, NVML, the bottleneck check */
     &prof_kstats_sink,           /* PROF_CUDA=kernels: what each GPU stage ran */
+    &prof_memory_sink,           /* RSS and its peak */
     NULL,
 };
 

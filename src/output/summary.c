@@ -12,6 +12,7 @@
 #include "gpu_format.h"
 #include "kstats.h"
 #include "loss.h"
+#include "memory.h"
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
@@ -79,10 +80,11 @@ static void header_text(struct prof_buf *b, enum prof_summary_kind kind, const s
     else
         prof_buf_printf(b, ", %s: %llu step%s, wall %s", kind == PROF_KIND_FINAL ? "final" : "now",
                         (unsigned long long)v->step, plural(v->step), run);
-    prof_buf_printf(b, ", %llu thread%s, %llu dropped, clock %s\n",
+    prof_buf_printf(b, ", %llu thread%s, %llu dropped",
                     (unsigned long long)prof_threads_seen, plural(prof_threads_seen),
-                    (unsigned long long)(v->window ? prof_rt.dropped_window : prof_rt.dropped),
-                    clock);
+                    (unsigned long long)(v->window ? prof_rt.dropped_window : prof_rt.dropped));
+    prof_mem_summary_text(b, v->window);    /* ", rss 1.23 GiB, peak 1.50 GiB" */
+    prof_buf_printf(b, ", clock %s\n", clock);
 }
 
 /* Under the table, where the short counts are: what was lost and what
@@ -376,6 +378,7 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
                         (unsigned long long)l->lanes_shared);
     }
     prof_gpu_summary_json(b, v->window, v->wall_ns);    /* ,"gpus":[...] (gpu_busy.h) */
+    prof_mem_summary_json(b, v->window);                /* ,"memory":{...} (memory.h) */
     prof_buf_puts(b, "}");
 }
 
@@ -416,6 +419,7 @@ void prof_summary_format(struct prof_buf *b, int format, enum prof_summary_kind 
                         (unsigned long long)step,
                         (unsigned long long)run.wall_ns, (unsigned long long)prof_threads_seen,
                         (unsigned long long)prof_rt.dropped);
+        prof_mem_summary_json(b, 0);    /* the run's: a periodic line has no total */
         {
             const struct prof_children_ended *e = children;
 

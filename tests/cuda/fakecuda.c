@@ -702,6 +702,35 @@ FAKE_API size_t fakecuda_stream_log(CUstream s, uint64_t *out, size_t cap)
     return n;
 }
 
+static long long mem_used_mib = 512;    /* fakecuda_set_mem_used_mib */
+static unsigned long long mem_info_calls;
+
+/* Device memory as the driver says it: 80 GiB, mem_used_mib of it used.
+ * Needs a current context, as the real one does. */
+FAKE_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    fctx *c = current();
+    size_t total = (size_t)80 << 30;
+    size_t used = (size_t)__atomic_load_n(&mem_used_mib, __ATOMIC_RELAXED) << 20;
+
+    if (!ctx_ok(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *total_bytes = total;
+    *free_bytes = total - used;
+    __atomic_fetch_add(&mem_info_calls, 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API unsigned long long fakecuda_mem_info_calls(void)
+{
+    return __atomic_load_n(&mem_info_calls, __ATOMIC_RELAXED);
+}
+
+FAKE_API void fakecuda_set_mem_used_mib(long long mib)
+{
+    __atomic_store_n(&mem_used_mib, mib, __ATOMIC_RELAXED);
+}
+
 FAKE_API void fakecuda_set_delay_us(uint64_t us)
 {
     pthread_mutex_lock(&lock);

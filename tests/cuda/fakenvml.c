@@ -39,6 +39,7 @@ struct fdev {
 static struct fdev devs[8] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
 static int inited;
 static int util = -1;
+static long long mem_mib = -1;   /* fakenvml_set_mem_mib; -1: 1 GiB per device index + 1 */
 static unsigned long long samples;
 
 static const char *fail_mode(void)
@@ -61,6 +62,12 @@ static unsigned util_now(void)
 FAKE_API void fakenvml_set_util(int percent)
 {
     __atomic_store_n(&util, percent, __ATOMIC_RELAXED);
+}
+
+/* Every device's memory used from now on, in MiB. */
+FAKE_API void fakenvml_set_mem_mib(long long mib)
+{
+    __atomic_store_n(&mem_mib, mib, __ATOMIC_RELAXED);
 }
 
 FAKE_API unsigned long long fakenvml_samples(void)
@@ -135,7 +142,9 @@ FAKE_API nvmlReturn_t nvmlDeviceGetMemoryInfo(struct fdev *d, nvmlMemory_t *m)
     if (reads_fail())
         return NVML_ERROR_GPU_IS_LOST;
     m->total = 80ull << 30;
-    m->used = (1ull << 30) * (unsigned)(d->index + 1);
+    long long mib = __atomic_load_n(&mem_mib, __ATOMIC_RELAXED);
+
+    m->used = mib >= 0 ? (unsigned long long)mib << 20 : (1ull << 30) * (unsigned)(d->index + 1);
     m->free = m->total - m->used;
     return NVML_SUCCESS;
 }

@@ -402,6 +402,50 @@ static void nvml_util(int percent)
         set(percent);
 }
 
+/* The fake NVML's device memory used from now on, once it has been
+ * sampled at least twice at that figure (the collector samples every
+ * 100 ms, later on a loaded machine). */
+static uint64_t nvml_mem(long long mib, struct fake *f, CUstream s)
+{
+    uint64_t n = 0;
+    const char *path = getenv("PROF_NVML_LIB");
+    void *h = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+    void (*set)(long long);
+    unsigned long long (*samples)(void);
+    unsigned long long at;
+
+    CHECK(h != NULL);
+    *(void **)&set = dlsym(h, "fakenvml_set_mem_mib");
+    *(void **)&samples = dlsym(h, "fakenvml_samples");
+    CHECK(set != NULL && samples != NULL);
+    set(mib);
+    at = samples();
+    for (int i = 0; i < 2000 && samples() < at + 2; i++)
+        n += loop(f, s, "data", 2 * MS, 1 * MS, 1);
+    CHECKF(samples() >= at + 2, "NVML not sampled at %lld MiB", mib);
+    return n;
+}
+
+/* The fake driver's device memory used from now on, once prof has asked
+ * cuMemGetInfo at least twice at that figure. */
+static uint64_t driver_mem(long long mib, struct fake *f, CUstream s)
+{
+    void (*set)(long long);
+    unsigned long long (*calls)(void);
+    unsigned long long at;
+    uint64_t n = 0;
+
+    *(void **)&set = dlsym(f->h, "fakecuda_set_mem_used_mib");
+    *(void **)&calls = dlsym(f->h, "fakecuda_mem_info_calls");
+    CHECK(set != NULL && calls != NULL);
+    set(mib);
+    at = calls();
+    for (int i = 0; i < 2000 && calls() < at + 2; i++)
+        n += loop(f, s, "data", 2 * MS, 1 * MS, 1);
+    CHECKF(calls() >= at + 2, "cuMemGetInfo not asked at %lld MiB", mib);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -447,7 +491,7 @@ int main(int argc, char **argv)
             /* The band from NVML's 41%, not the zones' figure. */
             expect_line(line, "(nvidia-smi 41%)");
             expect_line(line, "30-60%: Python or CPU preprocessing");
-            expect_line(line, "memory 1024 MiB, 250 W, SM 1980 MHz");
+            expect_line(line, "memory 1024 MiB (peak 1024 MiB), 250 W, SM 1980 MHz");
             CHECK(strstr(json, "\"utilization_source\":\"nvml\"") != NULL);
             CHECK(gpus_number("utilization") > 0.40 && gpus_number("utilization") < 0.42);
             CHECK(gpus_number("sm_clock_mhz") == 1980);
@@ -476,6 +520,36 @@ int main(int argc, char **argv)
             return 0;
         }
         LOG_EXPECT_NONE();       /* starving (NVML present), nvml_off */
+        return 0;
+    }
+    if (strcmp(mode, "gpu_memory") == 0) {
+        /* Ground truth: 3 GiB used for a while, then 1.5 GiB: the summary
+         * says the last sample and the largest. */
+        nvml_util(41);
+        n = nvml_mem(3072, &f, s);
+        n += nvml_mem(1536, &f, s);
+        summaries(n, "data");
+        gpu_line(line, sizeof line);
+        expect_line(line, "memory 1536 MiB (peak 3072 MiB)");
+        CHECK(gpus_number("memory_used_bytes") == 1536.0 * 1048576.0);
+        CHECK(gpus_number("memory_peak_bytes") == 3072.0 * 1048576.0);
+        CHECK(strstr(json, "\"source\":\"nvml\"") != NULL);
+        LOG_EXPECT_NONE();
+        return 0;
+    }
+    if (strcmp(mode, "driver_memory") == 0) {
+        /* No NVML (PROF_NVML=0): the driver's figure, through the pool's
+         * context, 3 GiB then 1.5 GiB used. */
+        n = driver_mem(3072, &f, s);
+        n += driver_mem(1536, &f, s);
+        summaries(n, "data");
+        gpu_line(line, sizeof line);
+        expect_line(line, "memory 1536 MiB (peak 3072 MiB, driver)");
+        expect_no(line, "nvidia-smi");
+        CHECK(strstr(json, "\"source\":\"driver\"") != NULL);
+        CHECK(gpus_number("peak_bytes") == 3072.0 * 1048576.0);
+        CHECK(gpus_number("used_bytes") == 1536.0 * 1048576.0);
+        LOG_EXPECT_NONE();
         return 0;
     }
     if (strcmp(mode, "oscillating") == 0) {

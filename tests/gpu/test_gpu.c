@@ -84,6 +84,8 @@ static struct {
     CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        unsigned, CUstream, void **, void **);
     CUresult (*stream_sync)(CUstream);
+    CUresult (*mem_alloc)(unsigned long long *, size_t);
+    CUresult (*mem_free)(unsigned long long);
 } cu;
 static CUfunction spin_fn;
 static CUstream stream;
@@ -147,6 +149,8 @@ static void gpu_open(void)
     SYM(get_function, "cuModuleGetFunction");
     SYM(launch, "cuLaunchKernel");
     SYM(stream_sync, "cuStreamSynchronize");
+    SYM(mem_alloc, "cuMemAlloc_v2");
+    SYM(mem_free, "cuMemFree_v2");
 #undef SYM
     if (cu.init(0) != 0 || cu.device_get(&dev, 0) != 0)
         SKIP("no usable GPU (cuInit or cuDeviceGet failed): tests/gpu runs only where a GPU is");
@@ -291,6 +295,35 @@ static const char *gpu_line(void)
     return line;
 }
 
+/* Zones of 1 ms kernels every 2 ms for ms milliseconds: NVML is sampled
+ * meanwhile (every 100 ms). Returns how many. */
+static uint64_t run_for(uint64_t ms)
+{
+    uint64_t t0 = now_ns(), n = 0;
+
+    while (now_ns() - t0 < ms * MS) {
+        {
+            PROF_ZONE("cpu");
+            sleep_ns(1 * MS);
+        }
+        {
+            PROF_CUDA_ZONE("step", stream);
+            spin(1 * MS);
+        }
+        n++;
+    }
+    return n;
+}
+
+/* The GPU line's memory figures, MiB: used (the last sample), peak. */
+static void gpu_memory(const char *line, unsigned long long *used, unsigned long long *peak)
+{
+    const char *p = strstr(line, "; memory ");
+
+    CHECKF(p != NULL && sscanf(p, "; memory %llu MiB (peak %llu MiB)", used, peak) == 2,
+           "no memory figures: %s", line);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -326,6 +359,28 @@ int main(int argc, char **argv)
         CHECKF(got == n, "%llu of %llu GPU sides", (unsigned long long)got, (unsigned long long)n);
         CHECKF(prof_summary_snprint(buf, sizeof buf, PROF_FORMAT_TEXT) > 0, "no summary");
         CHECKF(strstr(buf, ", 0 dropped,") != NULL, "records dropped:\n%s", buf);
+        return 0;
+    }
+    if (strcmp(mode, "memory") == 0) {
+        /* Ground truth: 2 GiB allocated for half a second, then freed. NVML's
+         * device memory (every process's) shows it: the peak over the run
+         * is at least the start's figure and 2 GiB, and the last sample is
+         * back below the peak by most of it. */
+        unsigned long long used0, peak0, used, peak, p = 0;
+        uint64_t n = run_for(400);
+
+        PROF_ZONE("data");
+        wait_count("step [gpu]", n);
+        gpu_memory(gpu_line(), &used0, &peak0);
+        CHECKF(cu.mem_alloc(&p, 2048ull << 20) == 0, "cuMemAlloc of 2 GiB failed");
+        n += run_for(500);
+        CHECKF(cu.mem_free(p) == 0, "cuMemFree failed");
+        n += run_for(500);
+        wait_count("step [gpu]", n);
+        gpu_memory(gpu_line(), &used, &peak);
+        CHECKF(peak + 64 >= used0 + 2048, "peak %llu MiB, from %llu MiB and 2048 allocated",
+               peak, used0);
+        CHECKF(used + 1024 <= peak, "used %llu MiB after the free, peak %llu MiB", used, peak);
         return 0;
     }
     if (strcmp(mode, "starving") == 0) {

@@ -24,7 +24,8 @@ FAKENVML = os.environ.get("FAKENVML_LIB")
 BUSY = 30          # kernel 3 ms every 10 ms
 NVML = 40          # FAKENVML_UTIL
 SLACK = 6          # points: zones not polled yet at the snapshot, the run's edges
-LINE = re.compile(r"^GPU (\d+): busy (\d+)% \(window\), (\d+)% \(run\)(?:, nvidia-smi (\d+)%)?$")
+LINE = re.compile(r"^GPU (\d+): busy (\d+)% \(window\), (\d+)% \(run\)(?:, nvidia-smi (\d+)%)?"
+                  r"(?:, memory (\S+ \S+) \(peak (\S+ \S+)\))?$")
 
 # live.h: where the header's minor version and GPU fields are, and the
 # size a version-1 reader insists on.
@@ -69,10 +70,12 @@ def test_gpu_line_once_and_json(env, gpu_start, live):
     assert lines.index(gl[0]) == 2 and lines[3].split()[:2] == ["STAGE", "COUNT"], r.stdout
     m = LINE.match(gl[0])
     assert m, gl[0]
-    device, win, run, smi = (int(x) for x in m.groups())
+    device, win, run, smi = (int(x) for x in m.groups()[:4])
     assert device == 0
     assert abs(win - BUSY) <= SLACK and abs(run - BUSY) <= SLACK, gl[0]
     assert smi == NVML, gl[0]
+    # The fake NVML's device 0 has 1 GiB in use, every sample.
+    assert m.group(5) == "1.00 GiB" and m.group(6) == "1.00 GiB", gl[0]
 
     r = prof_top(env, str(p.pid), "--json")
     assert r.returncode == 0, r.stderr
@@ -83,6 +86,7 @@ def test_gpu_line_once_and_json(env, gpu_start, live):
     assert abs(g["busy_run"] * 100 - BUSY) <= SLACK, g
     assert abs(g["nvml_utilization_window"] - NVML / 100) < 1e-6, g
     assert abs(g["nvml_utilization_run"] - NVML / 100) < 1e-6, g
+    assert g["memory_used_bytes"] == g["memory_peak_window_bytes"] == 1 << 30, g
 
 
 def test_no_gpu_line_without_gpu_zones(env, start):
@@ -131,10 +135,10 @@ def test_versions(env, gpu_start, live, runtime_dir):
     assert gpu_lines(r.stdout) == [] and "\ndata " in r.stdout, r.stdout
     assert live.snapshot(p.pid)["gpus"] is None
 
-    # A newer writer: minor version 4, GPU entries 16 bytes longer (and
+    # A newer writer: minor version 5, GPU entries 16 bytes longer (and
     # no kernel entries, after them).
     new = bytearray(data[:gpu_off]) + entry + b"\xff" * 16
-    struct.pack_into("=IIII", new, MINOR_AT, 4, gpu_size + 16, 1, gpu_off)
+    struct.pack_into("=IIII", new, MINOR_AT, 5, gpu_size + 16, 1, gpu_off)
     struct.pack_into("=IIII", new, MINOR_AT + 16, 80, 0, len(new), 0)
     struct.pack_into("=Q", new, SIZE_AT, len(new))
     replace_file(runtime_dir, p.pid, new)
