@@ -155,6 +155,10 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
                                            &e.self_ns)
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
 
+    /* Its on-CPU samples (sampler.c), which came before it in the ring. */
+    e.cpu_ns = prof_self_cpu_take(t, e.depth, r->start);
+    e.cpu_sampled = __atomic_load_n(&t->cpu_timed, __ATOMIC_RELAXED) || e.cpu_ns != 0;
+
     if (err == 0 && dc->stale) {
         /* Ended before prof_reset(): for the sinks other than the
          * statistics, and no stage is made for it unless one takes it. */
@@ -263,7 +267,10 @@ static int window_check_locked(const struct prof_thread *t, const prof_record_ *
 {
     uint32_t kind = r->kind & PROF_RECORD_KIND_MASK_;
 
-    if (held.t != t || kind == PROF_RECORD_CUDA_ || kind == PROF_RECORD_KZONE_)
+    /* A sample, taken in a zone still open, is the zone's, not the next
+     * window's. */
+    if (held.t != t || kind == PROF_RECORD_CUDA_ || kind == PROF_RECORD_KZONE_ ||
+        kind == PROF_RECORD_CPU_)
         return 0;
     if (kind == PROF_RECORD_STEP_ || kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks) {
         window_release_locked();
@@ -345,6 +352,10 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
         break;
     case PROF_RECORD_GAP_:
         prof_self_gap(t);
+        break;
+    case PROF_RECORD_CPU_:
+        if (prof_self_cpu_sample(t, r->depth, r->start, r->end) != 0)
+            prof_rt.lost_memory++;
         break;
     default:
         break;

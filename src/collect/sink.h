@@ -39,6 +39,9 @@ struct prof_event {
     uint32_t depth;              /* zones: nesting level on their track */
     uint32_t lane;               /* zones: 0 on the thread's own track, else
                                     its asyncio task's (registry.h) */
+    uint64_t cpu_ns;             /* zones: sampled CPU time of its self time */
+    int cpu_sampled;             /* zones: its thread's CPU was being sampled
+                                    (sampler.c), so cpu_ns means something */
 };
 
 struct prof_sink {

@@ -202,6 +202,15 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, ui
     }
 }
 
+void prof_stats_zone_cpu(struct prof_stage *s, struct prof_node *n, uint64_t self, uint64_t cpu)
+{
+    (void)n;   /* per stage; a path node keeps only its total */
+    s->run.cpu_self += self;
+    s->run.cpu_ns += cpu;
+    s->win.cpu_self += self;
+    s->win.cpu_ns += cpu;
+}
+
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur)
 {
     gpu->fixed_parent = cpu;
@@ -638,6 +647,14 @@ void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
     out->p99_ns = pct[2];
     out->wall_share = wall_ns ? (double)outer / (double)wall_ns : 0;
     out->flags = s->flags & ~(PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_);
+    if (a->cpu_self != 0) {
+        /* Of the stage's self time, as sampled: the share measured on its
+         * sampled zones, at most all of it (a sample stands for a whole
+         * period, which a short stage may not have run). */
+        double share = (double)a->cpu_ns / (double)a->cpu_self;
+        out->cpu_ns = share >= 1.0 ? a->self : (uint64_t)(share * (double)a->self);
+        out->flags |= PROF_STAGE_CPU;
+    }
     if (s->flags & (window ? PROF_STAGE_LOSSY_WIN_ : PROF_STAGE_LOSSY))
         out->flags |= PROF_STAGE_LOSSY;
 }
@@ -761,6 +778,8 @@ void prof_stats_reset(void)
 static void sink_zone(const struct prof_event *e)
 {
     prof_stats_zone(e->stage, e->node, e->dur_ns, e->self_ns);
+    if (e->cpu_sampled)
+        prof_stats_zone_cpu(e->stage, e->node, e->self_ns, e->cpu_ns);
 }
 
 static void sink_counter(const struct prof_event *e, double value)

@@ -15,6 +15,7 @@
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "stats.h"
 #include "summary.h"
 
@@ -169,8 +170,70 @@ static void children_footer(struct prof_buf *b, const struct view *v)
                         e->unwatched == 1 ? "was" : "were");
 }
 
+/* The on-CPU share is shown for a stage with at least this much sampled
+ * self time (10 sampling periods): below it one sample more or less moves
+ * it by 10 points or more. */
+#define CPU_MIN_SELF_NS (10ull * PROF_SAMPLER_PERIOD_NS)
+/* The waiting line names a stage only past these: 25 periods of self time
+ * (the share is then within a few points of the truth: docs/ARCHITECTURE.md),
+ * on a CPU under half of it, and waiting a tenth of the wall time or more. */
+#define WAIT_MIN_SELF_NS (25ull * PROF_SAMPLER_PERIOD_NS)
+
+/* The stage's on-CPU share in percent, or -1 when it has none to show. */
+static double cpu_pct(const struct prof_stage_stats *st)
+{
+    if (!(st->flags & PROF_STAGE_CPU) || (st->flags & PROF_STAGE_GPU) ||
+        st->self_ns < CPU_MIN_SELF_NS)
+        return -1;
+    return 100.0 * (double)st->cpu_ns / (double)st->self_ns;
+}
+
+/* Whether the table has the cpu% column: sampling is on, or some stage
+ * was sampled before it stopped. */
+static int cpu_column(const struct prof_rows *r, int window)
+{
+    if (prof_sampler_on())
+        return 1;
+    for (size_t i = 0; i < r->len; i++)
+        if ((window ? r->rows[i].stage->win.cpu_self : r->rows[i].stage->run.cpu_self) != 0)
+            return 1;
+    return 0;
+}
+
+/* Under the table: the stage that waited longest, where its share says so
+ * (the GPU check names what the GPU waited for the same way). */
+static void waiting_line(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
+{
+    struct prof_stage_stats st, best;
+    uint64_t best_wait = 0;
+    char self[24], pct[24], name[256];
+
+    for (size_t i = 0; i < r->len; i++) {
+        double share;
+        uint64_t wait;
+
+        prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
+        share = cpu_pct(&st);
+        if (share < 0 || share >= 50.0 || st.self_ns < WAIT_MIN_SELF_NS)
+            continue;
+        wait = st.self_ns - st.cpu_ns;
+        if (wait > best_wait && wait >= v->wall_ns / 10) {
+            best = st;
+            best_wait = wait;
+        }
+    }
+    if (best_wait == 0)
+        return;
+    prof_summary_name(name, sizeof name, best.name, 48);
+    prof_fmt_dur(self, sizeof self, (double)best.self_ns);
+    prof_fmt_fixed(pct, sizeof pct, cpu_pct(&best), 0);
+    prof_buf_printf(b, "%s: %s, on CPU %s%%: waiting (not computing) most of its time\n", name,
+                    self, pct);
+}
+
 static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
 {
+    int cpu = cpu_column(r, v->window);
     static const char *cols[] = {"count", "total", "self", "avg", "p50", "p95", "p99", "max"};
     size_t width = 24;
     char name[256];
@@ -183,7 +246,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     prof_buf_printf(b, "%-*s", (int)width, "stage");
     for (size_t c = 0; c < 8; c++)
         prof_buf_printf(b, " %10s", cols[c]);
-    prof_buf_puts(b, "  wall%\n");
+    prof_buf_puts(b, cpu ? "  wall%   cpu%\n" : "  wall%\n");
     for (size_t i = 0; i < r->len; i++) {
         struct prof_stage_stats st;
         char d[8][24];
@@ -216,7 +279,18 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         {
             char pct[32];
             prof_fmt_fixed(pct, sizeof pct, 100.0 * st.wall_share, 1);
-            prof_buf_printf(b, " %5s%%\n", pct);
+            prof_buf_printf(b, " %5s%%", pct);
+            if (cpu) {
+                double c = cpu_pct(&st);
+
+                if (c < 0)
+                    prof_buf_puts(b, "      -");
+                else {
+                    prof_fmt_fixed(pct, sizeof pct, c, 0);
+                    prof_buf_printf(b, " %5s%%", pct);
+                }
+            }
+            prof_buf_puts(b, "\n");
         }
         if (st.flags & PROF_STAGE_GPU)
             prof_kstats_text(b, r->rows[i].stage, v->window, (int)(2 * r->rows[i].depth + 4));
@@ -226,6 +300,8 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         prof_fmt_dur(t, sizeof t, (double)r->folded_total);
         prof_buf_printf(b, "... %zu more stages (total %s) not shown\n", r->folded, t);
     }
+    if (cpu)
+        waiting_line(b, r, v);
     loss_footer(b, v);
     children_footer(b, v);
     if (r->ncounters) {
@@ -306,6 +382,11 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         prof_buf_double(b, st.p99_ns);
         prof_buf_puts(b, ",\"wall_share\":");
         prof_buf_double(b, st.wall_share);
+        /* Sampled CPU time of the self time; null where not measured. */
+        if (st.flags & PROF_STAGE_CPU)
+            prof_buf_printf(b, ",\"cpu_ns\":%llu", (unsigned long long)st.cpu_ns);
+        else
+            prof_buf_puts(b, ",\"cpu_ns\":null");
         prof_buf_puts(b, ",\"hist\":[");
         prof_hist_foreach(&a->hist, hist_bucket, &hc);
         prof_buf_puts(b, "]");
