@@ -18,6 +18,7 @@
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "selftime.h"
 #include "sink.h"
 #include "stats.h"
@@ -527,6 +528,8 @@ void prof_drain_locked(void)
         prof_kernels_pass_begin();
     prof_clock_calibrate();
     prof_registry_splice_locked();
+    /* A program that took the sampler's signal over stops it here. */
+    prof_sampler_check_locked(prof_threads);
     while (*link != NULL) {
         struct prof_thread *t = *link;
         /* Acquire pairs with thread_exited(): read before the last drain. */
