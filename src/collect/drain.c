@@ -357,6 +357,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
     case PROF_RECORD_CPU_:
         if (prof_self_cpu_sample(t, r->depth, r->start, r->end) != 0)
             prof_rt.lost_memory++;
+        SINKS_TAKE(cpu_sample, r->start, t, prof_clock_map_ns(cm, r->start), r->end);
         break;
     default:
         break;

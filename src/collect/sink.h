@@ -73,6 +73,9 @@ struct prof_sink {
     /* A GPU side lost on the collector's side (cuda_poll.c), counted for
      * the stage raw_name with its cause (enum prof_cuda_lost_cause). */
     void (*gpu_lost)(const char *raw_name, int cause);
+    /* An on-CPU sample of t (sampler.c), taken at ts_ns while a zone was
+     * open: cpu_ns of the thread's CPU time since its previous sample. */
+    void (*cpu_sample)(struct prof_thread *t, uint64_t ts_ns, uint64_t cpu_ns);
     /* t has exited, its last records taken: forget it. */
     void (*thread_gone)(struct prof_thread *t);
     /* s is about to be freed (prof_reset, PROF_SKIP_STEPS, fork). */
