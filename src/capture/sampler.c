@@ -78,7 +78,9 @@ static void on_sample(int sig, siginfo_t *si, void *ctx)
     ns = (1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0)) * PROF_SAMPLER_PERIOD_NS +
          s->cpu_carry;
     level = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
-    if (level == 0) {
+    /* Outside every zone, or with recording switched off (prof_enable(0),
+     * after prof_shutdown: the rings may not be drained any more). */
+    if (level == 0 || !(__atomic_load_n(&prof_on_, __ATOMIC_RELAXED) & PROF_ON_RECORD_)) {
         s->cpu_carry = 0;        /* outside every zone: no stage's time */
         goto out;
     }

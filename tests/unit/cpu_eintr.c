@@ -8,7 +8,10 @@
  *
  *     cpu_eintr            the calls above, 25 rounds, on two threads
  *     cpu_eintr takeover   the program installs its own handler for the
- *                          sampler's signal: sampling stops, said once */
+ *                          sampler's signal: sampling stops, said once
+ *     cpu_eintr sigprof    the program's own profiler (ITIMER_PROF and a
+ *                          SIGPROF handler) gets its signals while the
+ *                          sampler runs beside it */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,6 +164,34 @@ int main(int argc, char **argv)
         text = test_summary(PROF_FORMAT_TEXT);
         CHECK_STR_CONTAINS(text, "cpu%");   /* what was sampled before */
         free(text);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "sigprof") == 0) {
+        struct sigaction sa, cur;
+        struct itimerval it = {{0, 5000}, {0, 5000}};
+        prof_stage_stats st;
+        uint64_t end;
+
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = their_handler;
+        sa.sa_flags = SA_RESTART;
+        CHECK_EQ(sigaction(SIGPROF, &sa, NULL), 0);
+        CHECK_EQ(setitimer(ITIMER_PROF, &it, NULL), 0);
+        {
+            PROF_ZONE("profiled");
+            /* Until their profiler has fired a few times (its timer runs
+             * on the process's CPU time: a busy machine stretches it). */
+            end = test_now_ns() + 10000000000ull;
+            while (theirs < 5 && test_now_ns() < end)
+                test_spin_ns(1000000);
+        }
+        memset(&it, 0, sizeof it);
+        setitimer(ITIMER_PROF, &it, NULL);
+        CHECK(theirs >= 5);
+        CHECK_EQ(sigaction(SIGPROF, NULL, &cur), 0);
+        CHECK(cur.sa_handler == their_handler);   /* prof never touched it */
+        CHECK_EQ(prof_stats("profiled", &st), 0);
+        CHECK(st.flags & PROF_STAGE_CPU);
         return 0;
     }
     for (int i = 0; i < 2; i++)
