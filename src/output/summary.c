@@ -174,10 +174,21 @@ static void children_footer(struct prof_buf *b, const struct view *v)
  * self time (10 sampling periods): below it one sample more or less moves
  * it by 10 points or more. */
 #define CPU_MIN_SELF_NS (10ull * PROF_SAMPLER_PERIOD_NS)
-/* The waiting line names a stage only past these: 25 periods of self time
- * (the share is then within a few points of the truth: docs/ARCHITECTURE.md),
- * on a CPU under half of it, and waiting a tenth of the wall time or more. */
+/* The waiting line names a stage only past these: 25 periods of self time,
+ * waiting 5% of the wall time or more, and on a CPU under half of it by a
+ * margin sampling cannot make up: a stage of zones shorter than a period
+ * gets its samples by chance, as many as its CPU time holds periods give
+ * or take their square root (docs/ARCHITECTURE.md), so it needs two such
+ * deviations under half of its self time's periods. */
 #define WAIT_MIN_SELF_NS (25ull * PROF_SAMPLER_PERIOD_NS)
+
+static int surely_under_half(const struct prof_stage_stats *st)
+{
+    double half = (double)st->self_ns / 2.0 / PROF_SAMPLER_PERIOD_NS;
+    double got = (double)st->cpu_ns / PROF_SAMPLER_PERIOD_NS;
+
+    return got + 2.0 * sqrt(half) <= half;
+}
 
 /* The stage's on-CPU share in percent, or -1 when it has none to show. */
 static double cpu_pct(const struct prof_stage_stats *st)
@@ -214,10 +225,10 @@ static void waiting_line(struct prof_buf *b, const struct prof_rows *r, const st
 
         prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
         share = cpu_pct(&st);
-        if (share < 0 || share >= 50.0 || st.self_ns < WAIT_MIN_SELF_NS)
+        if (share < 0 || st.self_ns < WAIT_MIN_SELF_NS || !surely_under_half(&st))
             continue;
         wait = st.self_ns - st.cpu_ns;
-        if (wait > best_wait && wait >= v->wall_ns / 10) {
+        if (wait > best_wait && wait >= v->wall_ns / 20) {
             best = st;
             best_wait = wait;
         }
