@@ -70,12 +70,14 @@ struct prof_thread {
     const char *name;            /* interned; set by prof_thread_name (atomic) */
     int exited;                  /* set (release) by the thread's destructor */
     /* The on-CPU sampler (sampler.c): the thread's CPU-time timer, set up
-     * by the owner; cpu_timed is nonzero while it runs (release after
-     * cpu_timer is written; cleared by whoever deletes it). cpu_carry:
-     * CPU time of samples the handler could not push, owner's handler
-     * only. */
+     * by the owner; cpu_timed is nonzero while it exists (1, release
+     * after cpu_timer is written; 2 while the collector sets it; cleared
+     * by whoever deletes it). cpu_paused: the collector disarmed it
+     * (recording off). cpu_carry: CPU time of samples the handler could
+     * not push, owner's handler only. */
     timer_t cpu_timer;
     int cpu_timed;
+    int cpu_paused;
     uint64_t cpu_carry;
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
     /* Collector-private from here on. */

@@ -35,8 +35,12 @@
  * next pass, deletes every timer and says so once: the column then shows
  * what was sampled before. Timers are not inherited across fork: the
  * forked child's thread starts its own (registry.c), and threads created
- * later do at their attach. A thread's timer is deleted when it exits. */
+ * later do at their attach. A thread's timer is deleted when it exits.
+ * While recording is off (prof_enable(0), after prof_shutdown) the
+ * collector disarms every timer at its next pass, and arms them again
+ * when recording is back on. */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -166,11 +170,41 @@ void prof_sampler_thread_start(struct prof_thread *t)
 
 void prof_sampler_thread_stop(struct prof_thread *t)
 {
-    /* The exchange makes one of the owner's exit and the collector's stop
-     * the one that deletes. */
-    if (__atomic_load_n(&t->cpu_timed, __ATOMIC_ACQUIRE) &&
-        __atomic_exchange_n(&t->cpu_timed, 0, __ATOMIC_ACQ_REL))
-        timer_delete(t->cpu_timer);
+    /* One of the owner's exit and the collector's stop deletes it (the
+     * compare-exchange from 1), and never while the collector is setting
+     * it (2): a timer id deleted is free for the program's next timer,
+     * which the collector must never touch. */
+    for (;;) {
+        int v = __atomic_load_n(&t->cpu_timed, __ATOMIC_ACQUIRE);
+
+        if (v == 0)
+            return;
+        if (v == 1 && __atomic_compare_exchange_n(&t->cpu_timed, &v, 0, 0, __ATOMIC_ACQ_REL,
+                                                  __ATOMIC_ACQUIRE)) {
+            timer_delete(t->cpu_timer);
+            return;
+        }
+        sched_yield();           /* the collector's timer_settime, a moment */
+    }
+}
+
+/* Arm (on) or disarm t's timer from the collector, unless its thread is
+ * deleting it. */
+static void thread_arm(struct prof_thread *t, int on)
+{
+    int one = 1;
+    struct itimerspec it;
+
+    if (!__atomic_compare_exchange_n(&t->cpu_timed, &one, 2, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    memset(&it, 0, sizeof it);
+    if (on)
+        it.it_interval.tv_nsec = it.it_value.tv_nsec = PROF_SAMPLER_PERIOD_NS;
+    timer_settime(t->cpu_timer, 0, &it, NULL);
+    t->cpu_paused = !on;
+    /* Release: the owner's exit sees 1 again only after the call. */
+    __atomic_store_n(&t->cpu_timed, 1, __ATOMIC_RELEASE);
 }
 
 void prof_sampler_atfork_child(struct prof_thread *t)
@@ -178,6 +212,7 @@ void prof_sampler_atfork_child(struct prof_thread *t)
     if (t == NULL)
         return;
     __atomic_store_n(&t->cpu_timed, 0, __ATOMIC_RELAXED);
+    t->cpu_paused = 0;
     prof_sampler_thread_start(t);
 }
 
@@ -189,8 +224,17 @@ int prof_sampler_check_locked(struct prof_thread *threads)
         return 0;
     if (!stopped) {
         if (sigaction(PROF_SAMPLER_SIGNAL, NULL, &cur) != 0 ||
-            ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sample))
+            ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sample)) {
+            /* While recording is off (prof_enable(0), prof_shutdown) no
+             * sample is kept: the timers are disarmed, so that a program
+             * that switched prof off takes no signal from it. */
+            int on = (__atomic_load_n(&prof_on_, __ATOMIC_RELAXED) & PROF_ON_RECORD_) != 0;
+
+            for (struct prof_thread *t = threads; t != NULL; t = t->next)
+                if (t->cpu_paused == on && __atomic_load_n(&t->cpu_timed, __ATOMIC_RELAXED))
+                    thread_arm(t, on);
             return 1;
+        }
         __atomic_store_n(&stopped, 1, __ATOMIC_RELEASE);
         prof_log_once(&stop_said, "the program installed its own handler for signal %d, which "
                       "prof's on-CPU sampler uses: sampling stopped (cpu%% shows what was "

@@ -37,8 +37,9 @@ void prof_sampler_atfork_child(struct prof_thread *t);
 
 /* The collector, once per pass (lock held): if the program installed its
  * own handler for the sampler's signal, stop sampling, say so once, and
- * delete every thread's timer (threads: the registry list). Returns
- * nonzero while sampling is on. */
+ * delete every thread's timer (threads: the registry list); else disarm
+ * every timer while recording is off, and arm them again when it is on.
+ * Returns nonzero while sampling is on. */
 int prof_sampler_check_locked(struct prof_thread *threads);
 
 #endif

@@ -9,6 +9,8 @@
  *     cpu_eintr            the calls above, 25 rounds, on two threads
  *     cpu_eintr takeover   the program installs its own handler for the
  *                          sampler's signal: sampling stops, said once
+ *     cpu_eintr off        recording switched off: no signal from the
+ *                          sampler until it is back on
  *     cpu_eintr sigprof    the program's own profiler (ITIMER_PROF and a
  *                          SIGPROF handler) gets its signals while the
  *                          sampler runs beside it */
@@ -164,6 +166,37 @@ int main(int argc, char **argv)
         text = test_summary(PROF_FORMAT_TEXT);
         CHECK_STR_CONTAINS(text, "cpu%");   /* what was sampled before */
         free(text);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "off") == 0) {
+        struct sigaction sa;
+        prof_stage_stats st;
+
+        {
+            PROF_ZONE("on");
+            test_spin_ns(50000000);
+        }
+        prof_enable(0);
+        prof_flush();            /* a collector pass: it disarms the timers */
+        prof_enable(1);
+        prof_flush();            /* and arms them again */
+        {
+            PROF_ZONE("again");
+            test_spin_ns(200000000);
+        }
+        CHECK_EQ(prof_stats("again", &st), 0);
+        CHECK_MSG(st.cpu_ns > 0, "no sample once recording was back on");
+        prof_enable(0);
+        prof_flush();
+        /* Their handler for the sampler's signal sees what prof sends
+         * while it is off: nothing (the collector's pass that would find
+         * the takeover only comes later). */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = their_handler;
+        sa.sa_flags = SA_RESTART;
+        CHECK_EQ(sigaction(SIGRTMAX - 3, &sa, NULL), 0);
+        test_spin_ns(200000000);
+        CHECK_EQ(theirs, 0);
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "sigprof") == 0) {
