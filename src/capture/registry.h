@@ -73,11 +73,14 @@ struct prof_thread {
      * by the owner; cpu_timed is nonzero while it exists (1, release
      * after cpu_timer is written; 2 while the collector sets it; cleared
      * by whoever deletes it). cpu_paused: the collector disarmed it
-     * (recording off). cpu_carry: CPU time of samples the handler could
-     * not push, owner's handler only. */
+     * (recording off). cpu_ever: the thread's timer was set up (kept
+     * after its exit deletes it: its last records are drained later).
+     * cpu_carry: CPU time of samples the handler could not push, owner's
+     * handler only. */
     timer_t cpu_timer;
     int cpu_timed;
     int cpu_paused;
+    int cpu_ever;
     uint64_t cpu_carry;
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
     /* Collector-private from here on. */

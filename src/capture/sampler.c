@@ -135,6 +135,11 @@ int prof_sampler_install(void)
     return 0;
 }
 
+int prof_sampler_installed(void)
+{
+    return __atomic_load_n(&installed, __ATOMIC_ACQUIRE);
+}
+
 int prof_sampler_on(void)
 {
     return __atomic_load_n(&installed, __ATOMIC_ACQUIRE) &&
@@ -164,6 +169,7 @@ void prof_sampler_thread_start(struct prof_thread *t)
         return;
     }
     t->cpu_timer = id;
+    __atomic_store_n(&t->cpu_ever, 1, __ATOMIC_RELAXED);
     /* Release: a deleter that sees the flag sees the id. */
     __atomic_store_n(&t->cpu_timed, 1, __ATOMIC_RELEASE);
 }
@@ -212,6 +218,7 @@ void prof_sampler_atfork_child(struct prof_thread *t)
     if (t == NULL)
         return;
     __atomic_store_n(&t->cpu_timed, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->cpu_ever, 0, __ATOMIC_RELAXED);
     t->cpu_paused = 0;
     prof_sampler_thread_start(t);
 }

@@ -21,6 +21,10 @@ int prof_sampler_install(void);
  * program took the signal over). Any thread. */
 int prof_sampler_on(void);
 
+/* Whether the sampler was installed (PROF_CPU=1 and the runtime started):
+ * the stages' on-CPU figures mean something, also after it stopped. */
+int prof_sampler_installed(void);
+
 /* The calling thread, t, starts its CPU-time timer (attach, or a forked
  * child's surviving thread). Sets t->cpu_timed when it runs. Owner only;
  * async-signal-safe (attaching may happen inside a signal handler). */

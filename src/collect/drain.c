@@ -98,6 +98,8 @@ struct drain_ctx {
     uint64_t forget_below;       /* forget_at's position for the thread */
     int stale;                   /* the record being taken lies below it */
     struct prof_clock_map cm;
+    int cpu_unsampled;           /* the sampler is installed and the
+                                    thread has no timer (sink.h) */
 };
 
 /* prof_reset() does not drain the rings: the records they held when it
@@ -121,6 +123,11 @@ static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
         }
     dc->min_start = UINT64_MAX;
     dc->lossy = prof_loss_thread_lossy(t);
+    /* A thread whose timer was never set up, or every thread once the
+     * program took the signal over. (An exited thread's timer is gone,
+     * but its last records were sampled.) */
+    dc->cpu_unsampled = prof_sampler_installed() &&
+                        (!prof_sampler_on() || !__atomic_load_n(&t->cpu_ever, __ATOMIC_RELAXED));
     dc->forget_below = forget_at.len ? (uint64_t)(uintptr_t)prof_map_get(&forget_at,
                                                                        (uintptr_t)t)
                                      : 0;
@@ -158,7 +165,7 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
 
     /* Its on-CPU samples (sampler.c), which came before it in the ring. */
     e.cpu_ns = prof_self_cpu_take(t, e.depth, r->start);
-    e.cpu_sampled = __atomic_load_n(&t->cpu_timed, __ATOMIC_RELAXED) || e.cpu_ns != 0;
+    e.cpu_unsampled = dc->cpu_unsampled;
 
     if (err == 0 && dc->stale) {
         /* Ended before prof_reset(): for the sinks other than the

@@ -40,8 +40,9 @@ struct prof_event {
     uint32_t lane;               /* zones: 0 on the thread's own track, else
                                     its asyncio task's (registry.h) */
     uint64_t cpu_ns;             /* zones: sampled CPU time of its self time */
-    int cpu_sampled;             /* zones: its thread's CPU was being sampled
-                                    (sampler.c), so cpu_ns means something */
+    int cpu_unsampled;           /* zones: the sampler runs, but not on its
+                                    thread (no timer, or stopped), so its
+                                    self time has no samples to show */
 };
 
 struct prof_sink {

@@ -25,6 +25,7 @@
 #include "order.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "site.h"
 #include "sink.h"
 #include "slab.h"
@@ -202,13 +203,16 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, ui
     }
 }
 
-void prof_stats_zone_cpu(struct prof_stage *s, struct prof_node *n, uint64_t self, uint64_t cpu)
+void prof_stats_zone_cpu(struct prof_stage *s, struct prof_node *n, uint64_t self, uint64_t cpu,
+                         int unsampled)
 {
     (void)n;   /* per stage; a path node keeps only its total */
-    s->run.cpu_self += self;
     s->run.cpu_ns += cpu;
-    s->win.cpu_self += self;
     s->win.cpu_ns += cpu;
+    if (unsampled) {
+        s->run.cpu_unsampled += self;
+        s->win.cpu_unsampled += self;
+    }
 }
 
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur)
@@ -647,11 +651,11 @@ void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
     out->p99_ns = pct[2];
     out->wall_share = wall_ns ? (double)outer / (double)wall_ns : 0;
     out->flags = s->flags & ~(PROF_STAGE_LOSSY | PROF_STAGE_LOSSY_WIN_);
-    if (a->cpu_self != 0) {
+    if (prof_sampler_installed() && !(s->flags & PROF_STAGE_GPU) && a->self > a->cpu_unsampled) {
         /* Of the stage's self time, as sampled: the share measured on its
          * sampled zones, at most all of it (a sample stands for a whole
          * period, which a short stage may not have run). */
-        double share = (double)a->cpu_ns / (double)a->cpu_self;
+        double share = (double)a->cpu_ns / (double)(a->self - a->cpu_unsampled);
         out->cpu_ns = share >= 1.0 ? a->self : (uint64_t)(share * (double)a->self);
         out->flags |= PROF_STAGE_CPU;
     }
@@ -778,8 +782,8 @@ void prof_stats_reset(void)
 static void sink_zone(const struct prof_event *e)
 {
     prof_stats_zone(e->stage, e->node, e->dur_ns, e->self_ns);
-    if (e->cpu_sampled)
-        prof_stats_zone_cpu(e->stage, e->node, e->self_ns, e->cpu_ns);
+    if (__builtin_expect(e->cpu_ns != 0 || e->cpu_unsampled, 0))
+        prof_stats_zone_cpu(e->stage, e->node, e->self_ns, e->cpu_ns, e->cpu_unsampled);
 }
 
 static void sink_counter(const struct prof_event *e, double value)

@@ -199,16 +199,11 @@ static double cpu_pct(const struct prof_stage_stats *st)
     return 100.0 * (double)st->cpu_ns / (double)st->self_ns;
 }
 
-/* Whether the table has the cpu% column: sampling is on, or some stage
- * was sampled before it stopped. */
-static int cpu_column(const struct prof_rows *r, int window)
+/* Whether the table has the cpu% column: the sampler was installed (it
+ * may have stopped since: the column shows what it sampled). */
+static int cpu_column(void)
 {
-    if (prof_sampler_on())
-        return 1;
-    for (size_t i = 0; i < r->len; i++)
-        if ((window ? r->rows[i].stage->win.cpu_self : r->rows[i].stage->run.cpu_self) != 0)
-            return 1;
-    return 0;
+    return prof_sampler_installed();
 }
 
 /* Under the table: the stage that waited longest, where its share says so
@@ -244,7 +239,7 @@ static void waiting_line(struct prof_buf *b, const struct prof_rows *r, const st
 
 static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
 {
-    int cpu = cpu_column(r, v->window);
+    int cpu = cpu_column();
     static const char *cols[] = {"count", "total", "self", "avg", "p50", "p95", "p99", "max"};
     size_t width = 24;
     char name[256];
