@@ -19,7 +19,9 @@
  * flag for this. The handler uses the ring's re-entry guard: a signal that
  * lands inside a push (the close, a slow path) finds `busy` set and keeps
  * its CPU time for the thread's next sample instead (cpu_carry), so a
- * sample never tears a record; one that lands in the few instructions of
+ * sample never tears a record; so does one that finds half of the ring in
+ * use, so that samples never take the slots a waiting collector leaves
+ * to the zones; one that lands in the few instructions of
  * an open between its level store and its name store counts for the zone
  * being opened, whose level is already claimed. A thread with no zone
  * open pushes nothing.
@@ -88,8 +90,12 @@ static void on_sample(int sig, siginfo_t *si, void *ctx)
         s->cpu_carry = 0;        /* outside every zone: no stage's time */
         goto out;
     }
-    if (!prof_busy_enter_(t)) {
-        s->cpu_carry = ns;       /* inside a push: the next sample carries it */
+    /* Inside a push, or with half of the ring's slots in use (the
+     * collector is behind: the slots left are the zones'), the next sample
+     * carries it. Acquire on tail, as the ring's own check of room. */
+    if (t->head - __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE) >= t->wake_fill ||
+        !prof_busy_enter_(t)) {
+        s->cpu_carry = ns;
         goto out;
     }
     s->cpu_carry = 0;
