@@ -236,12 +236,16 @@ typedef struct prof_stage_stats {
     double p99_ns;
     double wall_share;    /* outermost time / wall time; recursion counted once */
     uint32_t depth;       /* depth in the summary tree, 0 = top level */
-    uint32_t flags;       /* PROF_STAGE_GPU for GPU stages, PROF_STAGE_LOSSY */
-    uint64_t reserved[6];
+    uint32_t flags;       /* PROF_STAGE_GPU for GPU stages, PROF_STAGE_LOSSY, PROF_STAGE_CPU */
+    uint64_t cpu_ns;      /* of self_ns, the time its thread was running on a CPU (the rest
+                             it waited: I/O, a lock, a queue, the GIL, another process);
+                             sampled (PROF_CPU, docs/ARCHITECTURE.md), valid with PROF_STAGE_CPU */
+    uint64_t reserved[5];
 } prof_stage_stats;
 
 #define PROF_STAGE_GPU 1u
 #define PROF_STAGE_LOSSY 2u   /* ran on a thread that lost records (full ring): count and times are short */
+#define PROF_STAGE_CPU 4u     /* cpu_ns is measured: its threads were sampled (PROF_CPU=1) */
 
 /* Fill *out with the whole-run numbers of the stage called name, after
  * flushing: every zone of that name, whatever its path (the summary's rows

@@ -109,9 +109,12 @@ enum {
                                   set at the end (cuda.c, kernels.c) */
     PROF_RECORD_SKIP_ = 6,     /* not a record: the owner wrapped early, and
                                   end slots, this one included, hold nothing */
-    PROF_RECORD_GAP_ = 7       /* not a zone: records were dropped (ring
+    PROF_RECORD_GAP_ = 7,      /* not a zone: records were dropped (ring
                                   full) just before this one; end holds the
                                   thread's dropped count */
+    PROF_RECORD_CPU_ = 8       /* an on-CPU sample (src/capture/sampler.c):
+                                  start: ticks, end: CPU ns it stands for,
+                                  depth: the innermost open zone's */
 };
 /* A zone's record may name, above the kind's low 4 bits, the lane it ran
  * in: an asyncio task (or other context) of its thread, whose zones nest

@@ -127,7 +127,8 @@ static PyMethodDef module_methods[] = {
     {"thread_name", py_thread_name, METH_O, "thread_name(name): name this thread."},
     {"stats", (PyCFunction)(void (*)(void))py_stats, METH_VARARGS | METH_KEYWORDS,
      "stats(name=None) -> {stage: {count, total_ms, self_ms, avg_ms, min_ms, max_ms, "
-     "p50_ms, p95_ms, p99_ms, wall_share, parent, depth, gpu, lossy}} in summary order, or "
+     "p50_ms, p95_ms, p99_ms, wall_share, parent, depth, gpu, lossy, cpu_ms}} in summary "
+     "order, or "
      "one stage's dict."},
     {"counters", py_counters, METH_NOARGS,
      "counters() -> {name: {count, last, min, max, avg}}"},

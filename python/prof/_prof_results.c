@@ -53,7 +53,12 @@ static PyObject *stage_dict(const void *item)
         set_item(d, "parent", str_or_none(st->parent)) < 0 ||
         set_item(d, "depth", PyLong_FromUnsignedLong(st->depth)) < 0 ||
         set_item(d, "gpu", PyBool_FromLong((st->flags & PROF_STAGE_GPU) != 0)) < 0 ||
-        set_item(d, "lossy", PyBool_FromLong((st->flags & PROF_STAGE_LOSSY) != 0)) < 0) {
+        set_item(d, "lossy", PyBool_FromLong((st->flags & PROF_STAGE_LOSSY) != 0)) < 0 ||
+        /* Sampled on-CPU time of the self time, None where not measured
+         * (PROF_CPU=0, GPU stages). */
+        set_item(d, "cpu_ms", (st->flags & PROF_STAGE_CPU)
+                                  ? PyFloat_FromDouble((double)st->cpu_ns / 1e6)
+                                  : Py_NewRef(Py_None)) < 0) {
         Py_DECREF(d);
         return NULL;
     }

@@ -68,8 +68,11 @@ cdef extern from "prof.h" nogil:
         double wall_share
         uint32_t depth
         uint32_t flags
+        uint64_t cpu_ns
 
     enum: PROF_STAGE_GPU
+    enum: PROF_STAGE_LOSSY
+    enum: PROF_STAGE_CPU
 
     int prof_stats(const char *name, prof_stage_stats *out)
     int prof_stats_list(prof_stage_stats *out, size_t cap)

@@ -204,6 +204,7 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
     cfg->buffer_warm = PROF_BUFFER_DEFAULT_WARM;
     cfg->trace_step_last = UINT64_MAX;
     cfg->live = 1;
+    cfg->cpu = 1;
 
     if ((v = lookup("PROF")) != NULL) {
         if (parse_switch(v, &sw) == 0)
@@ -294,6 +295,12 @@ int prof_config_parse(struct prof_config *cfg, const char *(*lookup)(const char 
             cfg->nvtx = sw == PROF_SWITCH_ON;
         else
             bad++, bad_value("PROF_NVTX", v, "0 or 1", "0");
+    }
+    if ((v = lookup("PROF_CPU")) != NULL) {
+        if (parse_switch(v, &sw) == 0)
+            cfg->cpu = sw == PROF_SWITCH_ON;
+        else
+            bad++, bad_value("PROF_CPU", v, "0 or 1", "1");
     }
     if ((v = lookup("PROF_GPU_CHECK")) != NULL) {
         if (parse_switch(v, &sw) == 0)

@@ -34,6 +34,7 @@ struct prof_config {
     char *cupti_lib;             /* PROF_CUPTI_LIB: CUPTI library to dlopen, or NULL */
     unsigned cupti_buffers;      /* PROF_CUPTI_BUFFERS: 32 KiB buffers; 0: the default */
     int nvtx;                    /* PROF_NVTX=1 */
+    int cpu;                     /* PROF_CPU: on-CPU sampling, 1 (default) or 0 */
     int gpu_check_off;           /* PROF_GPU_CHECK=0 */
     int nvml_off;                /* PROF_NVML=0 */
     char *nvml_lib;              /* PROF_NVML_LIB: NVML library to dlopen, or NULL */

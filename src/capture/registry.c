@@ -22,6 +22,7 @@
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "slab.h"
 
 PROF_API __thread struct prof_thread_ *prof_thread_self_ __attribute__((tls_model("initial-exec")));
@@ -61,6 +62,7 @@ static void thread_exited(void *p)
 
     prof_thread_self_ = NULL;
     attach_state = 3;
+    prof_sampler_thread_stop(t);
     /* Release: every record this thread pushed is visible to a collector
      * that sees exited == 1. */
     __atomic_store_n(&t->exited, 1, __ATOMIC_RELEASE);
@@ -277,6 +279,7 @@ PROF_API struct prof_thread_ *prof_thread_attach_(void)
     t->tid = (uint32_t)syscall(SYS_gettid);
     if (key_ok)
         pthread_setspecific(exit_key, t);
+    prof_sampler_thread_start(t);
     prof_thread_self_ = &t->hot;
     /* Release: the collector that takes t from incoming sees it whole. */
     t->next = __atomic_load_n(&incoming, __ATOMIC_RELAXED);
@@ -406,5 +409,6 @@ void prof_registry_atfork_child(void)
     self->dropped_seen = self->refused_seen = 0;
     if (self->child != NULL)
         memset(self->child, 0, self->child_cap * sizeof *self->child);   /* still mapped */
+    prof_sampler_atfork_child(self);
     /* Its side state (the trace's) is the sinks' to reset: prof_trace_forget_parent. */
 }

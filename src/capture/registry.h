@@ -4,6 +4,7 @@
 #define PROF_REGISTRY_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "prof.h"
 
@@ -14,6 +15,9 @@
 struct prof_children {
     uint64_t ns, first, last;
     uint64_t before_ns, before_first, before_last;
+    /* On-CPU samples (sampler.c) taken at this depth since its last zone
+     * ended: their CPU time, and the ticks of the first of them. */
+    uint64_t cpu_ns, cpu_first;
 };
 
 /* The nesting state a thread needs only off the fast path (zone.c), for
@@ -65,6 +69,19 @@ struct prof_thread {
     uint32_t index;              /* order of attachment: trace sort index */
     const char *name;            /* interned; set by prof_thread_name (atomic) */
     int exited;                  /* set (release) by the thread's destructor */
+    /* The on-CPU sampler (sampler.c): the thread's CPU-time timer, set up
+     * by the owner; cpu_timed is nonzero while it exists (1, release
+     * after cpu_timer is written; 2 while the collector sets it; cleared
+     * by whoever deletes it). cpu_paused: the collector disarmed it
+     * (recording off). cpu_ever: the thread's timer was set up (kept
+     * after its exit deletes it: its last records are drained later).
+     * cpu_carry: CPU time of samples the handler could not push, owner's
+     * handler only. */
+    timer_t cpu_timer;
+    int cpu_timed;
+    int cpu_paused;
+    int cpu_ever;
+    uint64_t cpu_carry;
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
     /* Collector-private from here on. */
     /* Per depth, the zones ended since their parent last ended: their

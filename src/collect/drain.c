@@ -18,6 +18,7 @@
 #include "registry.h"
 #include "ring.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "selftime.h"
 #include "sink.h"
 #include "stats.h"
@@ -97,6 +98,8 @@ struct drain_ctx {
     uint64_t forget_below;       /* forget_at's position for the thread */
     int stale;                   /* the record being taken lies below it */
     struct prof_clock_map cm;
+    int cpu_unsampled;           /* the sampler is installed and the
+                                    thread has no timer (sink.h) */
 };
 
 /* prof_reset() does not drain the rings: the records they held when it
@@ -120,6 +123,11 @@ static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
         }
     dc->min_start = UINT64_MAX;
     dc->lossy = prof_loss_thread_lossy(t);
+    /* A thread whose timer was never set up, or every thread once the
+     * program took the signal over. (An exited thread's timer is gone,
+     * but its last records were sampled.) */
+    dc->cpu_unsampled = prof_sampler_installed() &&
+                        (!prof_sampler_on() || !__atomic_load_n(&t->cpu_ever, __ATOMIC_RELAXED));
     dc->forget_below = forget_at.len ? (uint64_t)(uintptr_t)prof_map_get(&forget_at,
                                                                        (uintptr_t)t)
                                      : 0;
@@ -154,6 +162,10 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
     int err = e.lane ? prof_self_lane_zone(t, e.lane, e.depth, r->start, r->end, e.dur_ns,
                                            &e.self_ns)
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
+
+    /* Its on-CPU samples (sampler.c), which came before it in the ring. */
+    e.cpu_ns = prof_self_cpu_take(t, e.depth, r->start);
+    e.cpu_unsampled = dc->cpu_unsampled;
 
     if (err == 0 && dc->stale) {
         /* Ended before prof_reset(): for the sinks other than the
@@ -263,7 +275,10 @@ static int window_check_locked(const struct prof_thread *t, const prof_record_ *
 {
     uint32_t kind = r->kind & PROF_RECORD_KIND_MASK_;
 
-    if (held.t != t || kind == PROF_RECORD_CUDA_ || kind == PROF_RECORD_KZONE_)
+    /* A sample, taken in a zone still open, is the zone's, not the next
+     * window's. */
+    if (held.t != t || kind == PROF_RECORD_CUDA_ || kind == PROF_RECORD_KZONE_ ||
+        kind == PROF_RECORD_CPU_)
         return 0;
     if (kind == PROF_RECORD_STEP_ || kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks) {
         window_release_locked();
@@ -345,6 +360,11 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
         break;
     case PROF_RECORD_GAP_:
         prof_self_gap(t);
+        break;
+    case PROF_RECORD_CPU_:
+        if (prof_self_cpu_sample(t, r->depth, r->start, r->end) != 0)
+            prof_rt.lost_memory++;
+        SINKS_TAKE(cpu_sample, r->start, t, prof_clock_map_ns(cm, r->start), r->end);
         break;
     default:
         break;
@@ -516,6 +536,8 @@ void prof_drain_locked(void)
         prof_kernels_pass_begin();
     prof_clock_calibrate();
     prof_registry_splice_locked();
+    /* A program that took the sampler's signal over stops it here. */
+    prof_sampler_check_locked(prof_threads);
     while (*link != NULL) {
         struct prof_thread *t = *link;
         /* Acquire pairs with thread_exited(): read before the last drain. */

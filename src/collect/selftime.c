@@ -50,6 +50,19 @@ int prof_self_grow_(struct prof_thread *t, uint32_t d)
     return 0;
 }
 
+int prof_self_cpu_sample(struct prof_thread *t, uint32_t d, uint64_t ticks, uint64_t cpu_ns)
+{
+    struct prof_children *c;
+
+    if (d + 2 > t->child_cap && prof_self_grow_(t, d) != 0)
+        return -ENOMEM;
+    c = &t->child[d];
+    if (c->cpu_ns == 0)
+        c->cpu_first = ticks;
+    c->cpu_ns += cpu_ns;
+    return 0;
+}
+
 /* A zone of a lane (an asyncio task, registry.h): its children are the
  * lane's zones one level down, not those of other tasks that ran on the
  * thread meanwhile, so each lane keeps its own per-depth sums, found by

@@ -65,6 +65,27 @@ static inline int prof_self_zone(struct prof_thread *t, uint32_t d, uint64_t sta
 int prof_self_lane_zone(struct prof_thread *t, uint32_t lane, uint32_t d, uint64_t start,
                         uint64_t end, uint64_t dur, uint64_t *self_ns);
 
+/* An on-CPU sample of t (sampler.c): cpu_ns of CPU time, taken at ticks
+ * while the innermost open zone was at depth d. It waits at that depth for
+ * the zone's record (prof_self_cpu_take). 0 or -ENOMEM. */
+int prof_self_cpu_sample(struct prof_thread *t, uint32_t d, uint64_t ticks, uint64_t cpu_ns);
+
+/* The CPU time sampled in the zone of t at depth d that began at start and
+ * whose record is being taken: the samples waiting at its depth, all taken
+ * after it began (older ones belonged to a zone whose record was lost, and
+ * are forgotten). Cheap when there are none. */
+static inline uint64_t prof_self_cpu_take(struct prof_thread *t, uint32_t d, uint64_t start)
+{
+    struct prof_children *c;
+    uint64_t ns;
+
+    if (d >= t->child_cap || (c = &t->child[d])->cpu_ns == 0)
+        return 0;
+    ns = c->cpu_ns;
+    c->cpu_ns = 0;
+    return c->cpu_first >= start ? ns : 0;
+}
+
 /* A GAP record (records lost): the children seen so far ended before the
  * loss, and count only toward a parent they lie inside. */
 void prof_self_gap(struct prof_thread *t);

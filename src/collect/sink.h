@@ -39,6 +39,10 @@ struct prof_event {
     uint32_t depth;              /* zones: nesting level on their track */
     uint32_t lane;               /* zones: 0 on the thread's own track, else
                                     its asyncio task's (registry.h) */
+    uint64_t cpu_ns;             /* zones: sampled CPU time of its self time */
+    int cpu_unsampled;           /* zones: the sampler runs, but not on its
+                                    thread (no timer, or stopped), so its
+                                    self time has no samples to show */
 };
 
 struct prof_sink {
@@ -70,6 +74,9 @@ struct prof_sink {
     /* A GPU side lost on the collector's side (cuda_poll.c), counted for
      * the stage raw_name with its cause (enum prof_cuda_lost_cause). */
     void (*gpu_lost)(const char *raw_name, int cause);
+    /* An on-CPU sample of t (sampler.c), taken at ts_ns while a zone was
+     * open: cpu_ns of the thread's CPU time since its previous sample. */
+    void (*cpu_sample)(struct prof_thread *t, uint64_t ts_ns, uint64_t cpu_ns);
     /* t has exited, its last records taken: forget it. */
     void (*thread_gone)(struct prof_thread *t);
     /* s is about to be freed (prof_reset, PROF_SKIP_STEPS, fork). */

@@ -44,6 +44,7 @@
 #include "order.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "site.h"
 #include "sink.h"
 #include "slab.h"
@@ -334,6 +335,18 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *n, uint64_t dur, ui
         stray_add(s, dur, self);
     }
     acc_add_both(r, w, dur, self);
+}
+
+void prof_stats_zone_cpu(struct prof_stage *s, struct prof_node *n, uint64_t self, uint64_t cpu,
+                         int unsampled)
+{
+    (void)n;   /* per stage; a path node keeps only its total */
+    s->run.cpu_ns += cpu;
+    s->win.cpu_ns += cpu;
+    if (unsampled) {
+        s->run.cpu_unsampled += self;
+        s->win.cpu_unsampled += self;
+    }
 }
 
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur)
@@ -805,6 +818,27 @@ static void fill_numbers(const struct prof_stage *s, int window, const struct pr
     out->p99_ns = pct[2];
 }
 
+/* The on-CPU part of a row's self time, row_self: the stage's share as
+ * sampled (its samples over the self time of its sampled zones, every
+ * path's together: samples are kept per stage), at most all of it (a
+ * sample stands for a whole period, which a short stage may not have
+ * run). Left unset where nothing was measured. */
+static void fill_cpu(const struct prof_stage *s, int window, uint64_t row_self,
+                     struct prof_stage_stats *out)
+{
+    const struct prof_acc *a = window ? &s->win : &s->run;
+    uint64_t self = a->self;
+    double share;
+
+    for (const struct prof_path_acc *p = s->paths; p != NULL; p = p->next)
+        self += (window ? &p->win : &p->run)->self;
+    if (!prof_sampler_installed() || (s->flags & PROF_STAGE_GPU) || self <= a->cpu_unsampled)
+        return;
+    share = (double)a->cpu_ns / (double)(self - a->cpu_unsampled);
+    out->cpu_ns = share >= 1.0 ? row_self : (uint64_t)(share * (double)row_self);
+    out->flags |= PROF_STAGE_CPU;
+}
+
 void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
                      struct prof_stage_stats *out)
 {
@@ -825,6 +859,7 @@ void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
     sum.total = a->total;
     sum.self = a->self;
     fill_numbers(s, window, a, &sum, window ? s->outer_win : s->outer_run, wall_ns, out);
+    fill_cpu(s, window, sum.self, out);
     out->parent = s->parent ? s->parent->name : NULL;
     if (a == &tmp)
         acc_clear(&tmp);
@@ -1226,6 +1261,7 @@ void prof_stats_row_fill(const struct prof_row *r, int window, uint64_t wall_ns,
     }
     fill_numbers(s, window, a, window ? &r->win : &r->run,
                  window ? r->outer_win : r->outer_run, wall_ns, out);
+    fill_cpu(s, window, out->self_ns, out);
     if (out->count != 0)
         out->avg_ns = (double)(window ? r->calls_win : r->calls_run) / (double)out->count;
     out->parent = r->parent;
@@ -1374,6 +1410,8 @@ void prof_stats_reset(void)
 static void sink_zone(const struct prof_event *e)
 {
     prof_stats_zone(e->stage, e->node, e->dur_ns, e->self_ns);
+    if (__builtin_expect(e->cpu_ns != 0 || e->cpu_unsampled, 0))
+        prof_stats_zone_cpu(e->stage, e->node, e->self_ns, e->cpu_ns, e->cpu_unsampled);
 }
 
 static void sink_counter(const struct prof_event *e, double value)

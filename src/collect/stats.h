@@ -22,6 +22,12 @@ struct prof_thread;
 struct prof_acc {
     uint64_t count, total, self, min, max;
     struct prof_hist hist;
+    /* On-CPU sampling (sampler.c): the CPU time of the samples, and the
+     * self time of zones whose thread was not sampled (no timer, or
+     * sampling stopped), which the share leaves out. Touched only by a
+     * zone with samples or without a timer, never by the others: the
+     * drain's cost per record stays what it was. */
+    uint64_t cpu_ns, cpu_unsampled;
 };
 
 /* PROF_STAGE_LOSSY for the current window only (prof_stats_fill). */
@@ -109,6 +115,12 @@ struct prof_stage *prof_stats_zone_stage(const char *raw_name, uint32_t parent_p
  * duration and self time in ns. */
 void prof_stats_zone(struct prof_stage *s, struct prof_node *node, uint64_t dur_ns,
                      uint64_t self_ns);
+/* A zone of stage s and path node n whose samples add up to cpu_ns of
+ * its self time self_ns; unsampled: its thread had no timer (its self time
+ * is then left out of the share). Called only for zones with samples or
+ * unsampled ones. */
+void prof_stats_zone_cpu(struct prof_stage *s, struct prof_node *n, uint64_t self_ns,
+                         uint64_t cpu_ns, int unsampled);
 /* A GPU zone (no path: placed under its CPU stage). */
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur_ns);
 void prof_stats_counter(const char *raw_name, double value);

@@ -28,8 +28,9 @@ static pid_t fork_parent;   /* the forking process, for its child */
 
 static void atfork_prepare(void)
 {
-    fork_parent = getpid();
+    /* Under the lock: two threads may fork at once. */
     prof_rt_lock();
+    fork_parent = getpid();
     prof_children_prepare(__atomic_load_n(&prof_on_, __ATOMIC_RELAXED) != 0);
     prof_collector_atfork_prepare();
     prof_intern_atfork_prepare();

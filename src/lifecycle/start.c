@@ -14,6 +14,7 @@
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "signals.h"
 #include "sink.h"
 #include "start.h"
@@ -65,6 +66,7 @@ int prof_runtime_start(void)
             if (exit_fn != NULL)
                 atexit(exit_fn);
             prof_signals_install();
+            prof_sampler_install();
         }
         prof_rt.started = 1;
     }

@@ -16,6 +16,7 @@
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sampler.h"
 #include "stats.h"
 #include "summary.h"
 
@@ -168,8 +169,76 @@ static void children_footer(struct prof_buf *b, const struct view *v)
                         e->unwatched == 1 ? "was" : "were");
 }
 
+/* The on-CPU share is shown for a stage with at least this much sampled
+ * self time (10 sampling periods): below it one sample more or less moves
+ * it by 10 points or more. */
+#define CPU_MIN_SELF_NS (10ull * PROF_SAMPLER_PERIOD_NS)
+/* The waiting line names a stage only past these: 25 periods of self time,
+ * waiting 5% of the wall time or more, and on a CPU under half of it by a
+ * margin sampling cannot make up: a stage of zones shorter than a period
+ * gets its samples by chance, as many as its CPU time holds periods give
+ * or take their square root (docs/ARCHITECTURE.md), so it needs two such
+ * deviations under half of its self time's periods. */
+#define WAIT_MIN_SELF_NS (25ull * PROF_SAMPLER_PERIOD_NS)
+
+static int surely_under_half(const struct prof_stage_stats *st)
+{
+    double half = (double)st->self_ns / 2.0 / PROF_SAMPLER_PERIOD_NS;
+    double got = (double)st->cpu_ns / PROF_SAMPLER_PERIOD_NS;
+
+    return got + 2.0 * sqrt(half) <= half;
+}
+
+/* The stage's on-CPU share in percent, or -1 when it has none to show. */
+static double cpu_pct(const struct prof_stage_stats *st)
+{
+    if (!(st->flags & PROF_STAGE_CPU) || (st->flags & PROF_STAGE_GPU) ||
+        st->self_ns < CPU_MIN_SELF_NS)
+        return -1;
+    return 100.0 * (double)st->cpu_ns / (double)st->self_ns;
+}
+
+/* Whether the table has the cpu% column: the sampler was installed (it
+ * may have stopped since: the column shows what it sampled). */
+static int cpu_column(void)
+{
+    return prof_sampler_installed();
+}
+
+/* Under the table: the stage that waited longest, where its share says so
+ * (the GPU check names what the GPU waited for the same way). */
+static void waiting_line(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
+{
+    struct prof_stage_stats st, best;
+    uint64_t best_wait = 0;
+    char self[24], pct[24], name[256];
+
+    for (size_t i = 0; i < r->len; i++) {
+        double share;
+        uint64_t wait;
+
+        prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
+        share = cpu_pct(&st);
+        if (share < 0 || st.self_ns < WAIT_MIN_SELF_NS || !surely_under_half(&st))
+            continue;
+        wait = st.self_ns - st.cpu_ns;
+        if (wait > best_wait && wait >= v->wall_ns / 20) {
+            best = st;
+            best_wait = wait;
+        }
+    }
+    if (best_wait == 0)
+        return;
+    prof_fmt_name(name, sizeof name, best.name, PROF_NAME_COLS);
+    prof_fmt_dur(self, sizeof self, (double)best.self_ns);
+    prof_fmt_fixed(pct, sizeof pct, cpu_pct(&best), 0);
+    prof_buf_printf(b, "%s: %s, on CPU %s%%: waiting (not computing) most of its time\n", name,
+                    self, pct);
+}
+
 static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
 {
+    int cpu = cpu_column();
     static const char *cols[] = {"count", "total", "self", "avg", "p50", "p95", "p99", "max"};
     size_t width = 24;
     char name[256];
@@ -182,7 +251,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     prof_buf_printf(b, "%-*s", (int)width, "stage");
     for (size_t c = 0; c < 8; c++)
         prof_buf_printf(b, " %10s", cols[c]);
-    prof_buf_puts(b, "  wall%\n");
+    prof_buf_puts(b, cpu ? "  wall%   cpu%\n" : "  wall%\n");
     for (size_t i = 0; i < r->len; i++) {
         struct prof_stage_stats st;
         const struct prof_hist *hist;
@@ -221,7 +290,18 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
         {
             char pct[32];
             prof_fmt_fixed(pct, sizeof pct, 100.0 * st.wall_share, 1);
-            prof_buf_printf(b, " %5s%%\n", pct);
+            prof_buf_printf(b, " %5s%%", pct);
+            if (cpu) {
+                double c = cpu_pct(&st);
+
+                if (c < 0)
+                    prof_buf_puts(b, "      -");
+                else {
+                    prof_fmt_fixed(pct, sizeof pct, c, 0);
+                    prof_buf_printf(b, " %5s%%", pct);
+                }
+            }
+            prof_buf_puts(b, "\n");
         }
         if (st.flags & PROF_STAGE_GPU)
             prof_kstats_text(b, r->rows[i].stage, v->window, (int)(2 * r->rows[i].depth + 4));
@@ -236,6 +316,8 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
                         "where such paths share their stage's, p50 to max show \"-\"\n",
                         (unsigned long long)r->paths_nohist, plural(r->paths_nohist),
                         (unsigned)PROF_STATS_PATH_HISTS);
+    if (cpu)
+        waiting_line(b, r, v);
     loss_footer(b, v);
     children_footer(b, v);
     if (r->ncounters) {
@@ -333,6 +415,11 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
         }
         prof_buf_puts(b, ",\"wall_share\":");
         prof_buf_double(b, st.wall_share);
+        /* Sampled CPU time of the self time; null where not measured. */
+        if (st.flags & PROF_STAGE_CPU)
+            prof_buf_printf(b, ",\"cpu_ns\":%llu", (unsigned long long)st.cpu_ns);
+        else
+            prof_buf_puts(b, ",\"cpu_ns\":null");
         prof_buf_puts(b, ",\"hist\":[");
         if (hist != NULL)
             prof_hist_foreach(hist, hist_bucket, &hc);

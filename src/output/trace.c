@@ -347,6 +347,9 @@ struct trace_thread {
     struct trace_lane *lanes;    /* per lane of the thread seen: its track */
     uint32_t nlanes;
     uint32_t track;              /* the thread's own track (thread_track) */
+    /* The on-CPU counter (prof_trace_cpu_sample): the CPU time sampled
+     * since cpu_from_ns, where its next point goes. */
+    uint64_t cpu_from_ns, cpu_sum_ns, cpu_last_ns;
 };
 
 static struct trace_thread *trace_threads;
@@ -913,6 +916,46 @@ void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat
     prof_buf_puts(&buf, "}");
 }
 
+/* The thread's on-CPU share as a counter track of its own, "prof.on_cpu
+ * TID": each point holds the share of the wall time from it to the next
+ * point that the thread ran (its samples' CPU time over that span), so
+ * that a viewer's step line shows it over the span it describes. Points
+ * are written at least CPU_POINT_NS apart (a busy thread takes up to 250
+ * samples a second); events may come out of time order, which the
+ * viewers sort. A thread that blocks takes no samples: its next sample
+ * writes the low share of the whole span. */
+#define CPU_POINT_NS 20000000u
+
+static void cpu_point(struct prof_thread *t, struct trace_thread *tt, uint64_t to_ns)
+{
+    char name[40];
+    double v = to_ns > tt->cpu_from_ns ? (double)tt->cpu_sum_ns / (double)(to_ns - tt->cpu_from_ns)
+                                       : 0.0;
+
+    snprintf(name, sizeof name, "prof.on_cpu %u", t->tid);
+    prof_trace_counter(t, name, tt->cpu_from_ns, v > 1.0 ? 1.0 : v);
+}
+
+void prof_trace_cpu_sample(struct prof_thread *t, uint64_t ts, uint64_t cpu_ns)
+{
+    struct trace_thread *tt = tthread(t);
+
+    if (tt == NULL)
+        return;
+    if (tt->cpu_from_ns == 0) {
+        /* The first sample: its CPU time was spent just before it. */
+        tt->cpu_from_ns = ts > cpu_ns ? ts - cpu_ns : 1;
+        tt->cpu_sum_ns = 0;
+    }
+    tt->cpu_sum_ns += cpu_ns;
+    tt->cpu_last_ns = ts;
+    if (ts >= tt->cpu_from_ns + CPU_POINT_NS) {
+        cpu_point(t, tt, ts);
+        tt->cpu_from_ns = ts;
+        tt->cpu_sum_ns = 0;
+    }
+}
+
 void prof_trace_dropped(uint64_t ts, uint64_t total)
 {
     if (total == last_dropped)
@@ -1047,6 +1090,15 @@ static void sink_thread_gone(struct prof_thread *t)
 
     if (tt == NULL)
         return;
+    /* Its last span, and then nothing: the thread is gone. */
+    if (tt->cpu_from_ns != 0 && prof_trace_active()) {
+        if (tt->cpu_sum_ns != 0 && tt->cpu_last_ns > tt->cpu_from_ns) {
+            cpu_point(t, tt, tt->cpu_last_ns);
+            tt->cpu_from_ns = tt->cpu_last_ns;
+        }
+        tt->cpu_sum_ns = 0;
+        cpu_point(t, tt, 0);
+    }
     while (*link != tt)
         link = &(*link)->next;
     *link = tt->next;
@@ -1063,6 +1115,12 @@ static void sink_stage_gone(struct prof_stage *s)
         free(ts->head);
     free(ts);
     s->side[PROF_SIDE_TRACE] = NULL;
+}
+
+static void sink_cpu_sample(struct prof_thread *t, uint64_t ts_ns, uint64_t cpu_ns)
+{
+    if (prof_trace_active())
+        prof_trace_cpu_sample(t, ts_ns, cpu_ns);
 }
 
 static void sink_pass_end(uint64_t now_ns)
@@ -1096,6 +1154,7 @@ const struct prof_sink prof_trace_sink = {
     .step = sink_step,
     .gpu_zone = sink_gpu_zone,
     .gpu_kernel = sink_gpu_kernel,
+    .cpu_sample = sink_cpu_sample,
     .thread_gone = sink_thread_gone,
     .stage_gone = sink_stage_gone,
     .pass_end = sink_pass_end,

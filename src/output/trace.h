@@ -41,6 +41,9 @@ void prof_trace_counter(struct prof_thread *t, const char *name, uint64_t ts_ns,
 void prof_trace_instant(struct prof_thread *t, const char *name, const char *cat, uint64_t ts_ns,
                         int64_t step);
 void prof_trace_dropped(uint64_t ts_ns, uint64_t total);
+/* An on-CPU sample of t (sampler.c): the thread's "prof.on_cpu TID"
+ * counter track. */
+void prof_trace_cpu_sample(struct prof_thread *t, uint64_t ts_ns, uint64_t cpu_ns);
 /* Counter samples left out of the trace because they were NaN or Inf
  * (JSON has no such numbers) since the trace was opened. */
 uint64_t prof_trace_nonfinite(void);

@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -527,6 +528,123 @@ static int mode_stages(long n)
     return 0;
 }
 
+/* Issue 39, the on-CPU sampler. cpu: a thread spins 300 ms in "spin",
+ * sleeps 300 ms in "sleep", and exits; prints its tid and the share of
+ * the spin's wall time it got a CPU (its own clock: the ground truth). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *cpu_worker(void *arg)
+{
+    uint64_t c0, w0;
+    struct timespec sl = {0, 300000000};
+
+    (void)arg;
+    printf("cpu_tid=%ld\n", (long)syscall(SYS_gettid));
+    {
+        PROF_ZONE("spin");
+        c0 = thread_cpu_ns();
+        w0 = now_ns();
+        spin_ns(300000000);
+        printf("spin_truth=%.4f\n", (double)(thread_cpu_ns() - c0) / (double)(now_ns() - w0));
+    }
+    {
+        PROF_ZONE("sleep");
+        nanosleep(&sl, NULL);
+    }
+    return NULL;
+}
+
+static int mode_cpu(void)
+{
+    pthread_t th;
+
+    prof_enable(1);
+    if (pthread_create(&th, NULL, cpu_worker, NULL) != 0)
+        return 1;
+    pthread_join(th, NULL);
+    prof_flush();
+    return 0;
+}
+
+/* cpu_fork: the thread that forks records on in the child, where timers
+ * are not inherited: its stage there is sampled all the same.
+ * cpu_threads: 40 threads record and exit one after another; each one's
+ * timer goes with it (the process's POSIX timers, /proc/self/timers). */
+static int mode_cpu_fork(void)
+{
+    pid_t pid;
+    int status;
+
+    prof_enable(1);
+    {
+        PROF_ZONE("parent");
+        spin_ns(50000000);
+    }
+    pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        prof_stage_stats st;
+        {
+            PROF_ZONE("child_spin");
+            spin_ns(200000000);
+        }
+        if (prof_stats("child_spin", &st) != 0)
+            _exit(2);
+        printf("child_cpu=%d\n", (st.flags & PROF_STAGE_CPU) != 0 && st.cpu_ns > 0);
+        exit(0);   /* its summary written (PROF_SUMMARY=off: none) */
+    }
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static void *cpu_short(void *arg)
+{
+    (void)arg;
+    PROF_ZONE("short");
+    spin_ns(5000000);
+    return NULL;
+}
+
+static int mode_cpu_threads(void)
+{
+    char line[256];
+    int timers = 0;
+    prof_stage_stats st;
+    FILE *f;
+
+    prof_enable(1);
+    {
+        PROF_ZONE("main");
+        spin_ns(1000000);
+    }
+    for (int i = 0; i < 40; i++) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, cpu_short, NULL) != 0)
+            return 1;
+        pthread_join(th, NULL);
+    }
+    prof_flush();
+    if (prof_stats("short", &st) != 0)
+        return 1;
+    printf("short_cpu=%d\n", (st.flags & PROF_STAGE_CPU) != 0);
+    if ((f = fopen("/proc/self/timers", "r")) == NULL) {
+        printf("timers=unknown\n");
+        return 0;
+    }
+    while (fgets(line, sizeof line, f) != NULL)
+        timers += strncmp(line, "ID:", 3) == 0;
+    fclose(f);
+    printf("timers=%d\n", timers);
+    return 0;
+}
+
 static int mode_fork_periodic(long n)
 {
     uint64_t deadline = now_ns() + 30000000000ull;
@@ -602,6 +720,12 @@ int main(int argc, char **argv)
         return mode_stages(n);
     if (strcmp(mode, "fork_periodic") == 0)
         return mode_fork_periodic(n);
+    if (strcmp(mode, "cpu") == 0)
+        return mode_cpu();
+    if (strcmp(mode, "cpu_fork") == 0)
+        return mode_cpu_fork();
+    if (strcmp(mode, "cpu_threads") == 0)
+        return mode_cpu_threads();
     if (strcmp(mode, "sanitizer") == 0) {
         /* Which sanitizer this build runs under (the drivers adapt). */
 #if defined(__SANITIZE_THREAD__)

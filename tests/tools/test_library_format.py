@@ -79,7 +79,9 @@ def test_histogram_matches_the_library(values):
     assert [back.quantile(float(q), lo, hi) for q in QS] == [qs[q] for q in QS]
 
 
-ROW = re.compile(r'^( *)(\S+) +(\d+)' + r' +(\S+ (?:ns|us|ms|s))' * 7 + r' +(\S+)%$')
+# wall%, then cpu% (a share, or '-' where too little was sampled).
+ROW = re.compile(r'^( *)(\S+) +(\d+)' + r' +(\S+ (?:ns|us|ms|s))' * 7 +
+                 r' +(\S+)%(?: +(?:\S+%|-))?$')
 
 
 def rows(text):

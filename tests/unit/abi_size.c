@@ -41,6 +41,9 @@ _Static_assert(alignof(struct prof_thread_) == 64, "thread state is cache-line a
 
 /* Public result structs: fixed size, with reserved space for growth. */
 _Static_assert(sizeof(prof_stage_stats) == 152, "prof_stage_stats size");
+/* cpu_ns took the first reserved word: every field before it stays put. */
+_Static_assert(offsetof(prof_stage_stats, flags) == 100, "prof_stage_stats flags");
+_Static_assert(offsetof(prof_stage_stats, cpu_ns) == 104, "prof_stage_stats cpu_ns");
 _Static_assert(sizeof(prof_counter_stats) == 80, "prof_counter_stats size");
 #endif
 

@@ -215,6 +215,8 @@ static void check_defaults_except(const struct prof_config *cfg, const char *var
         CHECK_EQ(cfg->cuda, PROF_CUDA_AUTO);
     if (strcmp(var, "PROF_NVTX") != 0)
         CHECK_EQ(cfg->nvtx, 0);
+    if (strcmp(var, "PROF_CPU") != 0)
+        CHECK_EQ(cfg->cpu, 1);
 }
 
 /* One good value: no message, the field set, everything else default. */
@@ -374,6 +376,11 @@ static void test_config(void)
     good("PROF_NVTX", "0", &cfg);
     CHECK_EQ(cfg.nvtx, 0);
     bad("PROF_NVTX", "2", "\"2\"");
+    good("PROF_CPU", "0", &cfg);
+    CHECK_EQ(cfg.cpu, 0);
+    good("PROF_CPU", "1", &cfg);
+    CHECK_EQ(cfg.cpu, 1);
+    bad("PROF_CPU", "sometimes", "\"sometimes\"");
     prof_config_clear(&cfg);
 
     /* A huge value: one short line, cut with "...". */
