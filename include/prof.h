@@ -240,7 +240,10 @@ typedef struct prof_stage_stats {
     uint64_t cpu_ns;      /* of self_ns, the time its thread was running on a CPU (the rest
                              it waited: I/O, a lock, a queue, the GIL, another process);
                              sampled (PROF_CPU, docs/ARCHITECTURE.md), valid with PROF_STAGE_CPU */
-    uint64_t reserved[5];
+    uint64_t peak_rise_bytes; /* how much the process's peak resident memory rose while the
+                             stage ran (every path of its name together; sampled with cpu_ns,
+                             docs/CONFIG.md "peak+") */
+    uint64_t reserved[4];
 } prof_stage_stats;
 
 #define PROF_STAGE_GPU 1u

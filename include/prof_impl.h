@@ -112,9 +112,13 @@ enum {
     PROF_RECORD_GAP_ = 7,      /* not a zone: records were dropped (ring
                                   full) just before this one; end holds the
                                   thread's dropped count */
-    PROF_RECORD_CPU_ = 8       /* an on-CPU sample (src/capture/sampler.c):
+    PROF_RECORD_CPU_ = 8,      /* an on-CPU sample (src/capture/sampler.c):
                                   start: ticks, end: CPU ns it stands for,
                                   depth: the innermost open zone's */
+    PROF_RECORD_PEAK_ = 9      /* right after a CPU sample: the process's
+                                  peak resident memory rose; start: ticks,
+                                  end: the rise in bytes, depth: as the
+                                  sample's */
 };
 /* A zone's record may name, above the kind's low 4 bits, the lane it ran
  * in: an asyncio task (or other context) of its thread, whose zones nest

@@ -18,6 +18,9 @@ struct prof_children {
     /* On-CPU samples (sampler.c) taken at this depth since its last zone
      * ended: their CPU time, and the ticks of the first of them. */
     uint64_t cpu_ns, cpu_first;
+    /* The rises of the process's peak resident memory those samples
+     * claimed (PROF_RECORD_PEAK_), in bytes. */
+    uint64_t peak_bytes;
 };
 
 /* The nesting state a thread needs only off the fast path (zone.c), for
@@ -76,12 +79,17 @@ struct prof_thread {
      * (recording off). cpu_ever: the thread's timer was set up (kept
      * after its exit deletes it: its last records are drained later).
      * cpu_carry: CPU time of samples the handler could not push, owner's
-     * handler only. */
+     * handler only. flt_own, flt_all, rss_last: the thread's and the
+     * process's page faults and the process's peak resident memory (KiB)
+     * at its last sample (owner only), to give a rise of the peak to the
+     * threads that faulted its pages in. */
     timer_t cpu_timer;
     int cpu_timed;
     int cpu_paused;
     int cpu_ever;
     uint64_t cpu_carry;
+    uint64_t flt_own, flt_all;
+    long rss_last;
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
     /* Collector-private from here on. */
     /* Per depth, the zones ended since their parent last ended: their

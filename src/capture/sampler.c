@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +67,102 @@ static int installed;            /* the handler is ours */
 static int stopped;              /* the program took the signal over */
 static int stop_said;
 
+/* The process's peak resident memory (getrusage's ru_maxrss, KiB) up to
+ * which rises have been claimed: a sample claims (compare-exchange) its
+ * thread's part of what the peak rose above it, so that each part of a
+ * rise goes to one sample of one thread. Set when the handler is
+ * installed: what the process reached before is no stage's. */
+static long peak_seen_kib;
+
+/* The page faults of the thread (who RUSAGE_THREAD) or of the process. */
+static uint64_t faults(const struct rusage *ru)
+{
+    return (uint64_t)ru->ru_minflt + (uint64_t)ru->ru_majflt;
+}
+
+/* The part of the peak's rise that t's sample claims, in bytes; 0 when
+ * none. A rise is made resident by page faults, on the thread that
+ * touches the pages, so a sample claims, of the rise since its thread's
+ * previous sample (less what others claimed), the share its thread's
+ * faults are of the process's over that time: a thread that faulted
+ * nothing (that only computes, or waits) claims nothing, and two threads
+ * faulting at once share a rise by what each faulted (a thread that
+ * faults pages it frees again, an allocator's churn, takes a share it did
+ * not keep). What no sampled thread faulted (prof's collector's tables, a
+ * thread without a timer) is left to none. Both getrusage calls are
+ * async-signal-safe. */
+static uint64_t peak_claim(struct prof_thread *t)
+{
+    struct rusage ru;
+    uint64_t own, all, f, p;
+    long seen, from, last, want;
+
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        return 0;
+    own = faults(&ru);
+    f = own - t->flt_own;
+    t->flt_own = own;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    all = faults(&ru);
+    p = all - t->flt_all;
+    t->flt_all = all;
+    last = t->rss_last;
+    t->rss_last = ru.ru_maxrss;
+    if (f == 0)
+        return 0;
+    seen = __atomic_load_n(&peak_seen_kib, __ATOMIC_RELAXED);
+    for (;;) {
+        long rise;
+
+        /* The rise since this thread's previous sample, or since the
+         * claims of others reached, whichever is later. */
+        from = seen > last ? seen : last;
+        if (ru.ru_maxrss <= from)
+            return 0;
+        rise = f >= p ? ru.ru_maxrss - from
+                      : (long)((double)(ru.ru_maxrss - from) * (double)f / (double)p);
+        if (rise <= 0)
+            return 0;
+        /* peak_seen_kib counts what was claimed above the baseline: a
+         * share left unclaimed below this interval stays for the threads
+         * whose samples span it. */
+        want = seen + rise < ru.ru_maxrss ? seen + rise : ru.ru_maxrss;
+        if (want <= seen)
+            return 0;
+        if (__atomic_compare_exchange_n(&peak_seen_kib, &seen, want, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return (uint64_t)(want - seen) * 1024u;
+    }
+}
+
+/* Where t's counts of faults start (on t, its ring just made resident):
+ * the peak that a thread's ring raised is prof's, no stage's. */
+static void peak_thread_start(struct prof_thread *t)
+{
+    struct rusage ru;
+    long seen;
+
+    t->flt_own = getrusage(RUSAGE_THREAD, &ru) == 0 ? faults(&ru) : 0;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return;
+    t->flt_all = faults(&ru);
+    t->rss_last = ru.ru_maxrss;
+    seen = __atomic_load_n(&peak_seen_kib, __ATOMIC_RELAXED);
+    while (ru.ru_maxrss > seen &&
+           !__atomic_compare_exchange_n(&peak_seen_kib, &seen, ru.ru_maxrss, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+        ;
+}
+
+static void peak_baseline(void)
+{
+    struct rusage ru;
+
+    __atomic_store_n(&peak_seen_kib, getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0,
+                     __ATOMIC_RELAXED);
+}
+
 static void on_sample(int sig, siginfo_t *si, void *ctx)
 {
     struct prof_thread_ *t = prof_thread_self_;
@@ -86,8 +183,13 @@ static void on_sample(int sig, siginfo_t *si, void *ctx)
     level = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
     /* Outside every zone, or with recording switched off (prof_enable(0),
      * after prof_shutdown: the rings may not be drained any more). */
-    if (level == 0 || !(__atomic_load_n(&prof_on_, __ATOMIC_RELAXED) & PROF_ON_RECORD_)) {
+    if (!(__atomic_load_n(&prof_on_, __ATOMIC_RELAXED) & PROF_ON_RECORD_)) {
+        s->cpu_carry = 0;
+        goto out;
+    }
+    if (level == 0) {
         s->cpu_carry = 0;        /* outside every zone: no stage's time */
+        (void)peak_claim(s);     /* nor a rise of the peak */
         goto out;
     }
     /* Inside a push, or with half of the ring's slots in use (the
@@ -109,11 +211,19 @@ static void on_sample(int sig, siginfo_t *si, void *ctx)
                                : NULL;
         uint64_t dropped = t->dropped;
 
-        prof_ring_push_(t, prof_ticks_now_(), ns, name, t->path, level - 1, PROF_RECORD_CPU_);
+        uint64_t ticks = prof_ticks_now_(), rise;
+
+        prof_ring_push_(t, ticks, ns, name, t->path, level - 1, PROF_RECORD_CPU_);
         /* A full ring dropped it: counted with the drops; its time goes
-         * with the next sample. */
+         * with the next sample, and so does a rise of the peak. */
         if (t->dropped != dropped)
             s->cpu_carry = ns;
+        /* The process's peak resident memory rose since the last sample
+         * of any thread: this zone's, with the sample just pushed (the
+         * collector adds it to the zone that sample goes to). A record
+         * dropped here loses its rise (counted with the drops). */
+        else if ((rise = peak_claim(s)) != 0)
+            prof_ring_push_(t, ticks, rise, name, t->path, level - 1, PROF_RECORD_PEAK_);
     }
     prof_busy_leave_(t);
 out:
@@ -132,6 +242,7 @@ int prof_sampler_install(void)
     sa.sa_sigaction = on_sample;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    peak_baseline();
     if (sigaction(PROF_SAMPLER_SIGNAL, &sa, NULL) != 0) {
         prof_log("cannot install the on-CPU sampler's signal handler (%s): no cpu%% column",
                  strerror(errno));
@@ -160,6 +271,7 @@ void prof_sampler_thread_start(struct prof_thread *t)
 
     if (!prof_sampler_on() || __atomic_load_n(&t->cpu_timed, __ATOMIC_ACQUIRE))
         return;
+    peak_thread_start(t);
     memset(&ev, 0, sizeof ev);
     ev.sigev_notify = SIGEV_THREAD_ID;
     ev.sigev_signo = PROF_SAMPLER_SIGNAL;
@@ -221,6 +333,9 @@ static void thread_arm(struct prof_thread *t, int on)
 
 void prof_sampler_atfork_child(struct prof_thread *t)
 {
+    /* The child's peak starts at what it inherited, not at its parent's
+     * last figure. */
+    peak_baseline();
     if (t == NULL)
         return;
     __atomic_store_n(&t->cpu_timed, 0, __ATOMIC_RELAXED);

@@ -164,7 +164,7 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
 
     /* Its on-CPU samples (sampler.c), which came before it in the ring. */
-    e.cpu_ns = prof_self_cpu_take(t, e.depth, r->start);
+    e.cpu_ns = prof_self_cpu_take(t, e.depth, r->start, &e.peak_bytes);
     e.cpu_unsampled = dc->cpu_unsampled;
 
     if (err == 0 && dc->stale) {
@@ -278,7 +278,7 @@ static int window_check_locked(const struct prof_thread *t, const prof_record_ *
     /* A sample, taken in a zone still open, is the zone's, not the next
      * window's. */
     if (held.t != t || kind == PROF_RECORD_CUDA_ || kind == PROF_RECORD_KZONE_ ||
-        kind == PROF_RECORD_CPU_)
+        kind == PROF_RECORD_CPU_ || kind == PROF_RECORD_PEAK_)
         return 0;
     if (kind == PROF_RECORD_STEP_ || kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks) {
         window_release_locked();
@@ -365,6 +365,10 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
         if (prof_self_cpu_sample(t, r->depth, r->start, r->end) != 0)
             prof_rt.lost_memory++;
         SINKS_TAKE(cpu_sample, r->start, t, prof_clock_map_ns(cm, r->start), r->end);
+        break;
+    case PROF_RECORD_PEAK_:
+        if (prof_self_peak_sample(t, r->depth, r->end) != 0)
+            prof_rt.lost_memory++;
         break;
     default:
         break;

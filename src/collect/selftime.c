@@ -63,6 +63,14 @@ int prof_self_cpu_sample(struct prof_thread *t, uint32_t d, uint64_t ticks, uint
     return 0;
 }
 
+int prof_self_peak_sample(struct prof_thread *t, uint32_t d, uint64_t bytes)
+{
+    if (d + 2 > t->child_cap && prof_self_grow_(t, d) != 0)
+        return -ENOMEM;
+    t->child[d].peak_bytes += bytes;
+    return 0;
+}
+
 /* A zone of a lane (an asyncio task, registry.h): its children are the
  * lane's zones one level down, not those of other tasks that ran on the
  * thread meanwhile, so each lane keeps its own per-depth sums, found by

@@ -70,20 +70,33 @@ int prof_self_lane_zone(struct prof_thread *t, uint32_t lane, uint32_t d, uint64
  * the zone's record (prof_self_cpu_take). 0 or -ENOMEM. */
 int prof_self_cpu_sample(struct prof_thread *t, uint32_t d, uint64_t ticks, uint64_t cpu_ns);
 
+/* A rise of the process's peak resident memory, bytes, claimed by the
+ * sample of t just before it (same depth d): it waits with that sample's
+ * CPU time for the zone's record. 0 or -ENOMEM. */
+int prof_self_peak_sample(struct prof_thread *t, uint32_t d, uint64_t bytes);
+
 /* The CPU time sampled in the zone of t at depth d that began at start and
  * whose record is being taken: the samples waiting at its depth, all taken
  * after it began (older ones belonged to a zone whose record was lost, and
- * are forgotten). Cheap when there are none. */
-static inline uint64_t prof_self_cpu_take(struct prof_thread *t, uint32_t d, uint64_t start)
+ * are forgotten). Cheap when there are none. The peak rises those samples
+ * claimed are added to *peak_bytes (a rise always comes with a sample, so
+ * a zone without samples has none). */
+static inline uint64_t prof_self_cpu_take(struct prof_thread *t, uint32_t d, uint64_t start,
+                                          uint64_t *peak_bytes)
 {
     struct prof_children *c;
-    uint64_t ns;
+    uint64_t ns, peak;
 
     if (d >= t->child_cap || (c = &t->child[d])->cpu_ns == 0)
         return 0;
     ns = c->cpu_ns;
+    peak = c->peak_bytes;
     c->cpu_ns = 0;
-    return c->cpu_first >= start ? ns : 0;
+    c->peak_bytes = 0;
+    if (c->cpu_first < start)
+        return 0;
+    *peak_bytes += peak;
+    return ns;
 }
 
 /* A GAP record (records lost): the children seen so far ended before the

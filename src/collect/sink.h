@@ -40,6 +40,8 @@ struct prof_event {
     uint32_t lane;               /* zones: 0 on the thread's own track, else
                                     its asyncio task's (registry.h) */
     uint64_t cpu_ns;             /* zones: sampled CPU time of its self time */
+    uint64_t peak_bytes;         /* zones: how much the process's peak
+                                    resident memory rose at its samples */
     int cpu_unsampled;           /* zones: the sampler runs, but not on its
                                     thread (no timer, or stopped), so its
                                     self time has no samples to show */

@@ -147,9 +147,13 @@ static void acc_clear(struct prof_acc *a)
 {
     /* Nothing added since the last clear: already clear. A window reset
      * of a million stages, most of them idle, costs a pass over them, not
-     * a million histogram walks. */
-    if (a->count == 0)
+     * a million histogram walks. The sampled figures are the stage's
+     * whichever path its zones counted under, so they may be set on an
+     * accumulator that counts none. */
+    if (a->count == 0) {
+        a->cpu_ns = a->cpu_unsampled = a->peak_bytes = 0;
         return;
+    }
     prof_hist_clear(&a->hist);
     memset(a, 0, sizeof *a);
 }
@@ -347,6 +351,12 @@ void prof_stats_zone_cpu(struct prof_stage *s, struct prof_node *n, uint64_t sel
         s->run.cpu_unsampled += self;
         s->win.cpu_unsampled += self;
     }
+}
+
+void prof_stats_zone_peak(struct prof_stage *s, uint64_t bytes)
+{
+    s->run.peak_bytes += bytes;
+    s->win.peak_bytes += bytes;
 }
 
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur)
@@ -832,6 +842,8 @@ static void fill_cpu(const struct prof_stage *s, int window, uint64_t row_self,
 
     for (const struct prof_path_acc *p = s->paths; p != NULL; p = p->next)
         self += (window ? &p->win : &p->run)->self;
+    /* The rise is the stage's, whichever path it ran on. */
+    out->peak_rise_bytes = a->peak_bytes;
     if (!prof_sampler_installed() || (s->flags & PROF_STAGE_GPU) || self <= a->cpu_unsampled)
         return;
     share = (double)a->cpu_ns / (double)(self - a->cpu_unsampled);
@@ -1412,6 +1424,8 @@ static void sink_zone(const struct prof_event *e)
     prof_stats_zone(e->stage, e->node, e->dur_ns, e->self_ns);
     if (__builtin_expect(e->cpu_ns != 0 || e->cpu_unsampled, 0))
         prof_stats_zone_cpu(e->stage, e->node, e->self_ns, e->cpu_ns, e->cpu_unsampled);
+    if (__builtin_expect(e->peak_bytes != 0, 0))
+        prof_stats_zone_peak(e->stage, e->peak_bytes);
 }
 
 static void sink_counter(const struct prof_event *e, double value)

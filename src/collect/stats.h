@@ -28,6 +28,9 @@ struct prof_acc {
      * zone with samples or without a timer, never by the others: the
      * drain's cost per record stays what it was. */
     uint64_t cpu_ns, cpu_unsampled;
+    /* How much the process's peak resident memory rose at its zones'
+     * samples, bytes (sampler.c); per stage, like cpu_ns. */
+    uint64_t peak_bytes;
 };
 
 /* PROF_STAGE_LOSSY for the current window only (prof_stats_fill). */
@@ -122,6 +125,10 @@ void prof_stats_zone(struct prof_stage *s, struct prof_node *node, uint64_t dur_
 void prof_stats_zone_cpu(struct prof_stage *s, struct prof_node *n, uint64_t self_ns,
                          uint64_t cpu_ns, int unsampled);
 /* A GPU zone (no path: placed under its CPU stage). */
+/* A zone of stage s whose samples claimed a rise of the process's peak
+ * resident memory of bytes. */
+void prof_stats_zone_peak(struct prof_stage *s, uint64_t bytes);
+
 void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_t dur_ns);
 void prof_stats_counter(const char *raw_name, double value);
 void prof_stats_mark(const char *raw_name);

@@ -236,6 +236,36 @@ static void waiting_line(struct prof_buf *b, const struct prof_rows *r, const st
                     self, pct);
 }
 
+/* Under the table: the stage whose samples claimed the most of the
+ * window's rises of the process's peak resident memory, when it rose. */
+static void peak_line(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
+{
+    struct prof_stage_stats st;
+    struct prof_mem_figures f;
+    const char *best = NULL;
+    uint64_t most = 0;
+    char rise[48], to[48], name[256];
+
+    for (size_t i = 0; i < r->len; i++) {
+        prof_stats_fill(r->rows[i].stage, v->window, v->wall_ns, &st);
+        if (st.peak_rise_bytes > most) {
+            most = st.peak_rise_bytes;
+            best = st.name;
+        }
+    }
+    if (best == NULL)
+        return;
+    prof_fmt_name(name, sizeof name, best, PROF_NAME_COLS);
+    prof_fmt_bytes(rise, sizeof rise, most);
+    prof_mem_figures(v->window, &f);
+    if (f.known) {
+        prof_fmt_bytes(to, sizeof to, f.peak);
+        prof_buf_printf(b, "%s raised the peak by %s (to %s)\n", name, rise, to);
+    } else {
+        prof_buf_printf(b, "%s raised the peak by %s\n", name, rise);
+    }
+}
+
 static void table_text(struct prof_buf *b, const struct prof_rows *r, const struct view *v)
 {
     int cpu = cpu_column();
@@ -251,7 +281,7 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
     prof_buf_printf(b, "%-*s", (int)width, "stage");
     for (size_t c = 0; c < 8; c++)
         prof_buf_printf(b, " %10s", cols[c]);
-    prof_buf_puts(b, cpu ? "  wall%   cpu%\n" : "  wall%\n");
+    prof_buf_puts(b, cpu ? "  wall%   cpu%      peak+\n" : "  wall%\n");
     for (size_t i = 0; i < r->len; i++) {
         struct prof_stage_stats st;
         const struct prof_hist *hist;
@@ -300,6 +330,17 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
                     prof_fmt_fixed(pct, sizeof pct, c, 0);
                     prof_buf_printf(b, " %5s%%", pct);
                 }
+                /* The stage's rise of the peak (sampled with cpu%). */
+                if (st.flags & PROF_STAGE_GPU)
+                    prof_buf_puts(b, "          -");
+                else if (st.peak_rise_bytes == 0)
+                    prof_buf_puts(b, "          0");
+                else {
+                    char rise[48];
+
+                    prof_fmt_bytes(rise, sizeof rise, st.peak_rise_bytes);
+                    prof_buf_printf(b, " %10s", rise);
+                }
             }
             prof_buf_puts(b, "\n");
         }
@@ -316,8 +357,10 @@ static void table_text(struct prof_buf *b, const struct prof_rows *r, const stru
                         "where such paths share their stage's, p50 to max show \"-\"\n",
                         (unsigned long long)r->paths_nohist, plural(r->paths_nohist),
                         (unsigned)PROF_STATS_PATH_HISTS);
-    if (cpu)
+    if (cpu) {
         waiting_line(b, r, v);
+        peak_line(b, r, v);
+    }
     loss_footer(b, v);
     children_footer(b, v);
     if (r->ncounters) {
@@ -420,6 +463,13 @@ static void section_json(struct prof_buf *b, const struct prof_rows *r, const st
             prof_buf_printf(b, ",\"cpu_ns\":%llu", (unsigned long long)st.cpu_ns);
         else
             prof_buf_puts(b, ",\"cpu_ns\":null");
+        /* The stage's rise of the process's peak resident memory, bytes;
+         * null where nothing was sampled (PROF_CPU=0). */
+        if (prof_sampler_installed() && !(st.flags & PROF_STAGE_GPU))
+            prof_buf_printf(b, ",\"peak_rise_bytes\":%llu",
+                            (unsigned long long)st.peak_rise_bytes);
+        else
+            prof_buf_puts(b, ",\"peak_rise_bytes\":null");
         prof_buf_puts(b, ",\"hist\":[");
         if (hist != NULL)
             prof_hist_foreach(hist, hist_bucket, &hc);
