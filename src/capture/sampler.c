@@ -42,6 +42,8 @@
  * collector disarms every timer at its next pass, and arms them again
  * when recording is back on. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -80,6 +82,75 @@ static uint64_t faults(const struct rusage *ru)
     return (uint64_t)ru->ru_minflt + (uint64_t)ru->ru_majflt;
 }
 
+/* ru_maxrss counts the peak of the image the process exec'd from (Linux
+ * keeps the larger across exec: a program started by a large Python
+ * process starts with Python's peak), which hides every rise below it.
+ * Where it is found higher than the process's own VmHWM at install, the
+ * peak is instead the largest resident size the samples read, from
+ * /proc/self/statm (pread is async-signal-safe): it misses a rise that
+ * is freed again between two samples. */
+static int statm_fd = -1;
+static long page_kib = 4;
+static long statm_peak_kib;      /* the largest resident size read */
+
+/* The process's peak resident memory in KiB, ru: its getrusage. */
+static long peak_now(const struct rusage *ru)
+{
+    char buf[96];
+    ssize_t n;
+    long pages = 0, rss, top;
+    int i = 0;
+
+    if (statm_fd < 0)
+        return ru->ru_maxrss;
+    if ((n = pread(statm_fd, buf, sizeof buf - 1, 0)) <= 0)
+        return __atomic_load_n(&statm_peak_kib, __ATOMIC_RELAXED);
+    /* "size resident shared ...": the second field, in pages. */
+    while (i < n && buf[i] != ' ')
+        i++;
+    for (i++; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+        pages = pages * 10 + (buf[i] - '0');
+    rss = pages * page_kib;
+    top = __atomic_load_n(&statm_peak_kib, __ATOMIC_RELAXED);
+    while (rss > top && !__atomic_compare_exchange_n(&statm_peak_kib, &top, rss, 0,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    return rss > top ? rss : top;
+}
+
+/* Whether ru_maxrss counts an exec'd image's peak (above this process's
+ * own VmHWM): then open statm, once per process (not in a handler). */
+static void peak_source(void)
+{
+    char buf[4096];
+    const char *p;
+    struct rusage ru;
+    long hwm = -1;
+    ssize_t n;
+    int fd;
+
+    if (statm_fd >= 0) {
+        close(statm_fd);         /* a forked child's is its parent's */
+        statm_fd = -1;
+    }
+    __atomic_store_n(&statm_peak_kib, 0, __ATOMIC_RELAXED);
+    if (getrusage(RUSAGE_SELF, &ru) != 0 ||
+        (fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)) < 0)
+        return;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    if ((p = strstr(buf, "\nVmHWM:")) != NULL)
+        hwm = strtol(p + 7, NULL, 10);
+    if (hwm < 0 || ru.ru_maxrss <= hwm + 1024)
+        return;
+    if (sysconf(_SC_PAGESIZE) >= 1024)
+        page_kib = sysconf(_SC_PAGESIZE) / 1024;
+    statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+}
+
 /* The part of the peak's rise that t's sample claims, in bytes; 0 when
  * none. A rise is made resident by page faults, on the thread that
  * touches the pages, so a sample claims, of the rise since its thread's
@@ -95,7 +166,7 @@ static uint64_t peak_claim(struct prof_thread *t)
 {
     struct rusage ru;
     uint64_t own, all, f, p;
-    long seen, from, last, want;
+    long seen, from, last, want, now;
 
     if (getrusage(RUSAGE_THREAD, &ru) != 0)
         return 0;
@@ -107,8 +178,9 @@ static uint64_t peak_claim(struct prof_thread *t)
     all = faults(&ru);
     p = all - t->flt_all;
     t->flt_all = all;
+    now = peak_now(&ru);
     last = t->rss_last;
-    t->rss_last = ru.ru_maxrss;
+    t->rss_last = now;
     if (f == 0)
         return 0;
     seen = __atomic_load_n(&peak_seen_kib, __ATOMIC_RELAXED);
@@ -118,16 +190,15 @@ static uint64_t peak_claim(struct prof_thread *t)
         /* The rise since this thread's previous sample, or since the
          * claims of others reached, whichever is later. */
         from = seen > last ? seen : last;
-        if (ru.ru_maxrss <= from)
+        if (now <= from)
             return 0;
-        rise = f >= p ? ru.ru_maxrss - from
-                      : (long)((double)(ru.ru_maxrss - from) * (double)f / (double)p);
+        rise = f >= p ? now - from : (long)((double)(now - from) * (double)f / (double)p);
         if (rise <= 0)
             return 0;
         /* peak_seen_kib counts what was claimed above the baseline: a
          * share left unclaimed below this interval stays for the threads
          * whose samples span it. */
-        want = seen + rise < ru.ru_maxrss ? seen + rise : ru.ru_maxrss;
+        want = seen + rise < now ? seen + rise : now;
         if (want <= seen)
             return 0;
         if (__atomic_compare_exchange_n(&peak_seen_kib, &seen, want, 0, __ATOMIC_RELAXED,
@@ -147,10 +218,10 @@ static void peak_thread_start(struct prof_thread *t)
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         return;
     t->flt_all = faults(&ru);
-    t->rss_last = ru.ru_maxrss;
+    t->rss_last = peak_now(&ru);
     seen = __atomic_load_n(&peak_seen_kib, __ATOMIC_RELAXED);
-    while (ru.ru_maxrss > seen &&
-           !__atomic_compare_exchange_n(&peak_seen_kib, &seen, ru.ru_maxrss, 0, __ATOMIC_RELAXED,
+    while (t->rss_last > seen &&
+           !__atomic_compare_exchange_n(&peak_seen_kib, &seen, t->rss_last, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
         ;
 }
@@ -159,7 +230,8 @@ static void peak_baseline(void)
 {
     struct rusage ru;
 
-    __atomic_store_n(&peak_seen_kib, getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0,
+    peak_source();
+    __atomic_store_n(&peak_seen_kib, getrusage(RUSAGE_SELF, &ru) == 0 ? peak_now(&ru) : 0,
                      __ATOMIC_RELAXED);
 }
 
