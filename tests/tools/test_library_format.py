@@ -79,9 +79,10 @@ def test_histogram_matches_the_library(values):
     assert [back.quantile(float(q), lo, hi) for q in QS] == [qs[q] for q in QS]
 
 
-# wall%, then cpu% (a share, or '-' where too little was sampled).
+# wall%, then cpu% (a share, or '-' where too little was sampled) and
+# peak+ (0, '-' or bytes) where the library sampled.
 ROW = re.compile(r'^( *)(\S+) +(\d+)' + r' +(\S+ (?:ns|us|ms|s))' * 7 +
-                 r' +(\S+)%(?: +(?:\S+%|-))?$')
+                 r' +(\S+)%(?: +(?:\S+%|-)(?: +(?:0|-|\S+ (?:B|KiB|MiB|GiB|TiB)))?)?$')
 
 
 def rows(text):

@@ -28,6 +28,23 @@ static void find_row(const char *text, const char *name, int indent, char *out, 
     CHECK_MSG(0, "no row \"%s\" indented %d in:\n%s", name, indent, text);
 }
 
+/* The row without its last column, peak+ ("0", "-", or bytes: "1.20 MiB"). */
+static void drop_peak(char *row)
+{
+    char *sp = strrchr(row, ' ');
+
+    CHECK(sp != NULL);
+    if (strcmp(sp, " B") == 0 || strcmp(sp + 2, "iB") == 0) {
+        *sp = '\0';
+        sp = strrchr(row, ' ');
+        CHECK(sp != NULL);
+    }
+    CHECK(strcmp(sp, " 0") == 0 || strcmp(sp, " -") == 0 || (sp[1] >= '0' && sp[1] <= '9'));
+    while (sp > row && sp[-1] == ' ')
+        sp--;
+    *sp = '\0';
+}
+
 static size_t line_index(const char *text, const char *row)
 {
     const char *p = strstr(text, row);
@@ -40,7 +57,7 @@ int main(void)
 {
     char *text, *json, row[512], small[10];
     const char *cols[] = {"stage", "count", "total", "self", "avg", "p50", "p95", "p99", "max",
-                          "wall%", "cpu%"};
+                          "wall%", "cpu%", "peak+"};
     const char *p;
     prof_counter_stats cs, clist[4];
     int n;
@@ -94,14 +111,16 @@ int main(void)
 
     /* Tree order and indentation; each row has its count and ends in its
      * cpu%, or '-' where its self time is too short to sample (these
-     * stages' are). */
+     * stages' are), before its peak+. */
     find_row(text, "outer", 0, row, sizeof row);
     CHECK_STR_CONTAINS(row, " 5 ");
+    drop_peak(row);
     CHECK(row[strlen(row) - 1] == '%' || row[strlen(row) - 1] == '-');
     find_row(text, "mid", 2, row, sizeof row);
     CHECK_STR_CONTAINS(row, " 5 ");
     find_row(text, "leaf", 4, row, sizeof row);
     CHECK_STR_CONTAINS(row, " 5 ");
+    drop_peak(row);
     CHECK(row[strlen(row) - 1] == '%' || row[strlen(row) - 1] == '-');
     find_row(text, "sibling", 2, row, sizeof row);
     find_row(text, "lonely", 0, row, sizeof row);
