@@ -100,7 +100,6 @@ void prof_collect_locked(void)
 void prof_summary_emit_locked(enum prof_summary_kind kind)
 {
     uint64_t step, cut_ns;
-
     int end = kind == PROF_KIND_FINAL;
 
     prof_drain_window_release_locked();   /* an earlier step's window comes first */

@@ -10,9 +10,7 @@
  * whatever the scheduling. After the release and prof_shutdown(), the
  * periodic summaries are labelled with due steps, in order, and their
  * merged_windows add up to every due step: the last one is labelled with
- * the last step. (Before, a due step that found the queue full with no
- * due step after it had no summary at all: the periodic summaries
- * stopped at step 257 of 600, the final summary after them.) */
+ * the last step. */
 #include <prof.h>
 
 #include "check.h"
