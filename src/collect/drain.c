@@ -21,6 +21,7 @@
 #include "selftime.h"
 #include "sink.h"
 #include "stats.h"
+#include "uncovered.h"
 #include "zone.h"
 
 /* Step summaries (PROF_SUMMARY_EVERY=Nsteps). A STEP record that ends a
@@ -137,6 +138,37 @@ static void wall_flush(struct drain_ctx *dc)
     }
 }
 
+/* Time on t between from and to (ticks) that no zone covers (uncovered.h):
+ * a zone of the stage "(no stage)" at depth 0, for the statistics, and for
+ * the other sinks when it is long enough to draw. Its window's wall time
+ * reaches back to its start, as a zone's does. */
+static void take_uncovered(struct prof_thread *t, uint64_t from, uint64_t to, uint32_t parent,
+                           struct drain_ctx *dc)
+{
+    struct prof_event e = {
+        .thread = t,
+        .raw = prof_no_stage,
+        .dur_ns = prof_clock_map_delta(&dc->cm, to - from),
+        .parent = parent,
+    };
+
+    if ((e.stage = prof_stats_zone_stage(prof_no_stage, parent, &e.node)) == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    e.self_ns = e.dur_ns;
+    if (from < dc->min_start)
+        dc->min_start = from;
+    if (e.dur_ns < PROF_UNCOVERED_SLICE_NS) {
+        prof_stats_sink.zone(&e);
+        return;
+    }
+    e.start_ns = prof_clock_map_ns(&dc->cm, from);
+    for (int i = 0; i < dc->nzone; i++)
+        if (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(from))
+            dc->zone_sinks[i]->zone(&e);
+}
+
 /* A zone: its self time, its stage (resolved here once for every sink).
  * Its start in ns only for a sink that reads it (the trace): the
  * statistics need durations. */
@@ -154,6 +186,10 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
     int err = e.lane ? prof_self_lane_zone(t, e.lane, e.depth, r->start, r->end, e.dur_ns,
                                            &e.self_ns)
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
+    uint64_t from;
+
+    if (e.depth == 0 && e.lane == 0 && !dc->stale && (from = prof_uncovered_zone(t, r->start, r->end)) != 0)
+        take_uncovered(t, from, r->start, r->parent, dc);
 
     if (err == 0 && dc->stale) {
         /* Ended before prof_reset(): for the sinks other than the
@@ -289,6 +325,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
 {
     const struct prof_clock_map *cm = &dc->cm;
     struct prof_event e;
+    uint64_t from;
     double v;
     int device;
 
@@ -317,6 +354,9 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
             SINKS_TAKE(mark, r->start, &e);
         break;
     case PROF_RECORD_STEP_:
+        /* Before the step: a warm-up's end forgets what came before. */
+        if (!dc->stale && (from = prof_uncovered_step(t, r->start, r->depth)) != 0)
+            take_uncovered(t, from, r->start, r->parent, dc);
         e.start_ns = prof_clock_map_ns(cm, r->start);
         if (r->end == prof_config_get()->skip_steps)
             skip_warm_up(e.start_ns);
@@ -614,6 +654,7 @@ void prof_collect_forget_locked(void)
          * a reset drained them. */
         if (head != t->hot.tail)
             (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
+        t->top_end = 0;          /* time outside stages counts from the next zone */
         t->dropped_seen = prof_ring_dropped(&t->hot);
         t->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
     }
