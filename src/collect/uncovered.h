@@ -8,11 +8,13 @@
  * counts: its time between stages is time its steps lost, where a worker's
  * idle time between tasks is not (docs/ARCHITECTURE.md). A step taken
  * outside every zone cuts that time there, so that a step window holds its
- * own share of it. The drain hands each span to the sinks as a zone of the
- * stage "(no stage)" at depth 0 on the thread's track: the statistics every
- * span, the other sinks (the trace's slices) only the spans of at least
- * PROF_UNCOVERED_SLICE_NS, so that a thread of back-to-back zones does not
- * double its trace. */
+ * own share of it. The drain (drain.c's take_uncovered) hands each span of
+ * at least PROF_UNCOVERED_SLICE_NS to every sink as a zone of the stage
+ * "(no stage)" at depth 0 on the thread's track (the trace draws it); the
+ * shorter ones are summed per thread and given to the statistics as one
+ * zone per drain of the thread and at its steps, so that a thread of
+ * back-to-back zones neither doubles its trace nor adds a stage update to
+ * every record. */
 #ifndef PROF_UNCOVERED_H
 #define PROF_UNCOVERED_H
 
