@@ -19,6 +19,11 @@
  *
  *     build/bench/drain [seconds [parts]]   (PROF_BENCH_QUICK=1: shorter runs)
  *
+ * PROF_BENCH_DRAIN_STEP=1: the producer calls prof_step() once first, so
+ * that it is a thread that steps and the time between its back-to-back
+ * zones is counted as "(no stage)" (src/collect/uncovered.h): the worst
+ * case of that count, one span per record.
+ *
  * parts: any of d (drain), l (loss), r (reset); default all. A part left
  * out prints 0.
  *
@@ -29,6 +34,7 @@
  * prof-bench drain: drain_ns_10=<ns> drain_ns_1k=<ns> drain_ns_100k=<ns>
  *     loss_1m_10k=<%> reset_ms=<ms> reset_max_ms=<ms> */
 #include <pthread.h>
+#include <stdlib.h>
 
 #include <prof.h>
 
@@ -79,6 +85,8 @@ static void *producer(void *arg)
     unsigned seen = 0;
 
     (void)arg;
+    if (getenv("PROF_BENCH_DRAIN_STEP") != NULL && atoi(getenv("PROF_BENCH_DRAIN_STEP")) != 0)
+        prof_step();
     pthread_mutex_lock(&job.lock);
     for (;;) {
         while (job.count == 0 && !job.quit)

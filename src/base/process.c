@@ -243,6 +243,13 @@ static void image_id(char *buf, size_t size)
     snprintf(buf, size, "%ld-%llx", (long)getpid(), bits);
 }
 
+static int other_copy;
+
+int prof_process_other_copy(void)
+{
+    return __atomic_load_n(&other_copy, __ATOMIC_RELAXED);
+}
+
 static void check_other_copy(const char *self_path)
 {
     const char *v = getenv(RUNTIME_VAR);
@@ -257,6 +264,8 @@ static void check_other_copy(const char *self_path)
         if (sscanf(v + n, ":%llx:%n", &addr, &used) == 1 && used > 0 &&
             addr != (unsigned long long)(uintptr_t)&copy_marker) {
             static int logged;
+
+            __atomic_store_n(&other_copy, 1, __ATOMIC_RELAXED);
             prof_log_once(&logged, "two copies of the prof runtime in one process: %s and %s; "
                           "each keeps its own statistics, summary and trace (link every module "
                           "against one shared libprof)", v + n + used, self_path);

@@ -17,6 +17,10 @@ struct prof_process {
 #define PROF_RANK_LIMIT 1000000
 
 const struct prof_process *prof_process_get(void);
+
+/* Whether this copy of the runtime found another started in this process
+ * before it (said once; each keeps its own statistics). */
+int prof_process_other_copy(void);
 void prof_process_refresh(void);   /* after fork */
 
 /* Expand %p (pid), %r (rank, 0 if none) and %% in a path pattern into buf.

@@ -407,6 +407,7 @@ void prof_registry_atfork_child(void)
     prof_ring_look_again(&self->hot);
     self->hot.dropped = self->hot.refused = self->hot.gap_dropped = 0;
     self->dropped_seen = self->refused_seen = 0;
+    self->top_end = self->uncov_short = 0;   /* the parent's time, not the child's */
     if (self->child != NULL)
         memset(self->child, 0, self->child_cap * sizeof *self->child);   /* still mapped */
     prof_sampler_atfork_child(self);

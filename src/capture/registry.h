@@ -100,6 +100,12 @@ struct prof_thread {
     uint64_t dropped_seen;
     uint64_t refused_seen;
     uint64_t loss_window;        /* the window it last lost records in (loss.c) */
+    /* Time outside every zone (uncovered.h): the latest end of its zones
+     * at depth 0 in ticks (0: none yet), the short spans not yet counted
+     * (ticks), and whether it has stepped (only then is that time
+     * counted). */
+    uint64_t top_end, uncov_short;
+    uint32_t steps;
     /* The collector's outputs' own state for this thread (sink.h): side[k]
      * belongs to the sink whose index is k, which allocates it, reads it
      * and frees it when the thread is gone. The slot only carries it. */

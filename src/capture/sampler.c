@@ -55,6 +55,7 @@
 #include "env.h"
 #include "log.h"
 #include "registry.h"
+#include "process.h"
 #include "sampler.h"
 
 /* A realtime signal near the top of the range: glibc keeps the lowest ones
@@ -310,6 +311,20 @@ int prof_sampler_install(void)
         return stopped ? -1 : 0;
     if (!prof_config_get()->cpu)
         return -1;
+    /* A signal someone else holds is never taken: the program's own use of
+     * it, or another copy of the runtime in this process (a plugin that
+     * carries a static libprof), whose timers would then run this copy's
+     * handler on that copy's threads. Another copy's is said in the
+     * two-copies line already. */
+    if (sigaction(PROF_SAMPLER_SIGNAL, NULL, &sa) == 0 &&
+        ((sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != NULL
+                                     : sa.sa_handler != SIG_DFL)) {
+        if (!prof_process_other_copy())
+            prof_log("signal %d already has a handler (the program's): the on-CPU sampler "
+                     "leaves it alone, no cpu%% column (PROF_CPU=0 says this is wanted)",
+                     PROF_SAMPLER_SIGNAL);
+        return -1;
+    }
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sample;
     sigemptyset(&sa.sa_mask);

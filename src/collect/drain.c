@@ -22,6 +22,7 @@
 #include "selftime.h"
 #include "sink.h"
 #include "stats.h"
+#include "uncovered.h"
 #include "zone.h"
 
 /* Step summaries (PROF_SUMMARY_EVERY=Nsteps). A STEP record that ends a
@@ -97,6 +98,7 @@ struct drain_ctx {
                                     last wall_flush, in ticks */
     uint64_t forget_below;       /* forget_at's position for the thread */
     int stale;                   /* the record being taken lies below it */
+    uint64_t uncov_ticks;        /* PROF_UNCOVERED_SLICE_NS in ticks */
     struct prof_clock_map cm;
     int cpu_unsampled;           /* the sampler is installed and the
                                     thread has no timer (sink.h) */
@@ -145,6 +147,57 @@ static void wall_flush(struct drain_ctx *dc)
     }
 }
 
+/* Time on t between from and to (ticks) that no zone covers (uncovered.h):
+ * a zone of the stage "(no stage)" at depth 0 for every sink when it is
+ * long enough to draw; a shorter one only adds to the thread's sum, which
+ * the statistics take as one zone at the end of the thread's drain or at
+ * its step (uncovered_flush): a thread of back-to-back zones would
+ * otherwise add a stage update to each of its records (4x the drain's
+ * cost a record over 100,000 stages; docs/BENCHMARKS.md). The window's
+ * wall time reaches back to its start, as for a zone. */
+static void take_uncovered(struct prof_thread *t, uint64_t from, uint64_t to,
+                           struct drain_ctx *dc)
+{
+    struct prof_event e = {
+        .thread = t,
+        .raw = prof_no_stage,
+        .parent = PROF_PATH_ROOT_,
+    };
+
+    if (from < dc->min_start)
+        dc->min_start = from;
+    if (to - from < dc->uncov_ticks) {
+        t->uncov_short += to - from;
+        return;
+    }
+    if ((e.stage = prof_stats_zone_stage(prof_no_stage, PROF_PATH_ROOT_, &e.node)) == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    e.dur_ns = e.self_ns = prof_clock_map_delta(&dc->cm, to - from);
+    e.start_ns = prof_clock_map_ns(&dc->cm, from);
+    for (int i = 0; i < dc->nzone; i++)
+        if (dc->zone_sinks[i]->wants == NULL || dc->zone_sinks[i]->wants(from))
+            dc->zone_sinks[i]->zone(&e);
+}
+
+/* The short spans of uncovered time summed since the last call: one zone
+ * of "(no stage)" for the statistics (no slice: too short to draw). */
+static void uncovered_flush(struct prof_thread *t, struct drain_ctx *dc)
+{
+    struct prof_event e = {.thread = t, .raw = prof_no_stage, .parent = PROF_PATH_ROOT_};
+
+    if (t->uncov_short == 0)
+        return;
+    e.dur_ns = e.self_ns = prof_clock_map_delta(&dc->cm, t->uncov_short);
+    t->uncov_short = 0;
+    if ((e.stage = prof_stats_zone_stage(prof_no_stage, PROF_PATH_ROOT_, &e.node)) == NULL) {
+        prof_rt.lost_memory++;
+        return;
+    }
+    prof_stats_sink.zone(&e);
+}
+
 /* A zone: its self time, its stage (resolved here once for every sink).
  * Its start in ns only for a sink that reads it (the trace): the
  * statistics need durations. */
@@ -162,6 +215,10 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
     int err = e.lane ? prof_self_lane_zone(t, e.lane, e.depth, r->start, r->end, e.dur_ns,
                                            &e.self_ns)
                      : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
+    uint64_t from;
+
+    if (e.depth == 0 && e.lane == 0 && !dc->stale && (from = prof_uncovered_zone(t, r->start, r->end)) != 0)
+        take_uncovered(t, from, r->start, dc);
 
     /* Its on-CPU samples (sampler.c), which came before it in the ring. */
     e.cpu_ns = prof_self_cpu_take(t, e.depth, r->start, &e.peak_bytes);
@@ -304,6 +361,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
 {
     const struct prof_clock_map *cm = &dc->cm;
     struct prof_event e;
+    uint64_t from;
     double v;
     int device;
 
@@ -332,6 +390,9 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
             SINKS_TAKE(mark, r->start, &e);
         break;
     case PROF_RECORD_STEP_:
+        /* Before the step: a warm-up's end forgets what came before. */
+        if (!dc->stale && (from = prof_uncovered_step(t, r->start, r->depth)) != 0)
+            take_uncovered(t, from, r->start, dc);
         e.start_ns = prof_clock_map_ns(cm, r->start);
         if (r->end == prof_config_get()->skip_steps)
             skip_warm_up(e.start_ns);
@@ -413,6 +474,9 @@ static int drain(struct prof_thread *t)
         t->dropped_seen = lost;
     }
     drain_ctx_init(&dc, t);
+    dc.uncov_ticks = dc.cm.ns_per_tick > 0
+                         ? (uint64_t)((double)PROF_UNCOVERED_SLICE_NS / dc.cm.ns_per_tick)
+                         : PROF_UNCOVERED_SLICE_NS;
     while ((r = prof_ring_next(&rd)) != NULL) {
         /* A held window ends before the first record of the next one: on
          * the collector thread the drain stops there, unread, so that the
@@ -421,6 +485,7 @@ static int drain(struct prof_thread *t)
             rd.head - rd.tail + 1 <= t->hot.warm / 4) {
             rd.tail--;
             prof_ring_release(&t->hot, rd.tail);
+            uncovered_flush(t, &dc);
             wall_flush(&dc);
             prof_drain_stopped = 1;
             return 1;
@@ -452,6 +517,7 @@ static int drain(struct prof_thread *t)
         }
     }
     prof_ring_release(&t->hot, rd.tail);
+    uncovered_flush(t, &dc);
     wall_flush(&dc);
     if (dc.forget_below != 0 && rd.tail >= dc.forget_below)
         prof_map_put(&forget_at, (uintptr_t)t, NULL);
@@ -640,6 +706,7 @@ void prof_collect_forget_locked(void)
          * a reset drained them. */
         if (head != t->hot.tail)
             (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
+        t->top_end = t->uncov_short = 0;   /* outside stages: from the next zone */
         t->dropped_seen = prof_ring_dropped(&t->hot);
         t->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
     }

@@ -41,24 +41,39 @@ int prof_collector_is_self(void)
     return prof_summary_in_handler() || prof_rt_on_collector();
 }
 
+/* The latest due step whose summary was not made because the queue was
+ * full (0: none; PROF_SUMMARY_EVERY=Nsteps). The drain marks a step due
+ * once, so the summary is owed here, never forgotten: its window stays
+ * open, the next due step's summary covers it (merged_windows), and if no
+ * due step comes after it (the run's last ones came while the writer was
+ * behind), the run's end makes it before the final summary, whatever the
+ * queue holds. A prof_reset() forgets it with the window's numbers. */
+static uint64_t owed_step;
+
 /* A summary as of step `step`, queued. A periodic one closes its window:
  * the next starts at cut_ns (the step's own time when a step record cut
  * it). The wall time shown runs to now, not to the cut: other threads'
  * zones are in up to where the drain is, so the wall time must cover them
- * too (shares never pass 100% for a stage on one thread). */
-static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns)
+ * too (shares never pass 100% for a stage on one thread). `force`: made
+ * even when the queue is full (the run's end: one more, bounded). */
+static void summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t cut_ns,
+                                 int force)
 {
     uint64_t now = prof_clock_now_ns();
     int err;
 
     /* The writer is behind: the window stays open and the next summary
      * covers it too (merged_windows); the collector never waits. */
-    if (kind == PROF_KIND_PERIODIC && prof_summary_queue_full())
+    if (kind == PROF_KIND_PERIODIC && !force && prof_summary_queue_full()) {
+        if (prof_config_get()->every_steps && step > owed_step)
+            owed_step = step;
         return;
+    }
     err = prof_summary_queue_locked(kind, step, now);
 
     if (kind != PROF_KIND_PERIODIC)
         return;
+    owed_step = 0;
     if (err != 0)
         prof_stats_tree();    /* built by the summary, when there is one */
     /* The rows the summary's JSON window section has. */
@@ -81,18 +96,23 @@ void prof_collect_locked(void)
 
     prof_drain_locked();
     if (prof_drain_due_take(&step, &cut_ns))
-        summary_queue_locked(PROF_KIND_PERIODIC, step, cut_ns);
+        summary_queue_locked(PROF_KIND_PERIODIC, step, cut_ns, 0);
 }
 
 void prof_summary_emit_locked(enum prof_summary_kind kind)
 {
     uint64_t step, cut_ns;
+    int end = kind == PROF_KIND_FINAL;
 
     prof_drain_window_release_locked();   /* an earlier step's window comes first */
     if (prof_drain_due_take(&step, &cut_ns))
-        summary_queue_locked(PROF_KIND_PERIODIC, step, cut_ns);
+        summary_queue_locked(PROF_KIND_PERIODIC, step, cut_ns, end);
+    /* The windows of due steps whose summaries the queue refused, with
+     * no due step after them: theirs comes before the final one. */
+    if (end && owed_step > prof_rt.window_start_step)
+        summary_queue_locked(PROF_KIND_PERIODIC, owed_step, prof_clock_now_ns(), 1);
     summary_queue_locked(kind, __atomic_load_n(&prof_steps, __ATOMIC_RELAXED),
-                         prof_clock_now_ns());
+                         prof_clock_now_ns(), 0);
 }
 
 void prof_collector_atfork_prepare(void)
@@ -113,6 +133,7 @@ void prof_collector_atfork_child(void)
     collector_ready_cond = fresh;
     prof_summary_out_atfork_child();
     prof_drain_atfork_child();
+    owed_step = 0;      /* the parent's window */
 }
 
 void prof_collect_all_locked(void)
@@ -187,7 +208,7 @@ void prof_periodic_locked(uint64_t now)
     if (cfg->every_steps && due > prof_rt.summary_step_done && !prof_drain_stopped) {
         prof_rt.summary_step_done = due;
         if (!quiet)
-            summary_queue_locked(PROF_KIND_PERIODIC, due, prof_clock_now_ns());
+            summary_queue_locked(PROF_KIND_PERIODIC, due, prof_clock_now_ns(), 0);
     }
     /* Timed summaries come from the process that was started, not from
      * each of its forked workers (8 DataLoader workers would make 9 tables

@@ -218,13 +218,20 @@ static void format_text(struct prof_buf *o, const struct table *tb)
         prof_fmt_dur(ex, sizeof ex, tb->s_excess);
         prof_fmt_dur(self, sizeof self, tb->s_self);
         prof_fmt_dur(oth, sizeof oth, tb->s_other);
-        prof_fmt_name(name, sizeof name, tb->rows[tb->s_row].t->name, 1000);
+        /* The time no stage covers (uncovered.h) is where the rank is,
+         * not a stage it is in. */
+        if (strcmp(tb->rows[tb->s_row].t->name, "(no stage)") == 0) {
+            snprintf(name, sizeof name, "outside stages");
+        } else {
+            memcpy(name, "in ", 3);
+            prof_fmt_name(name + 3, sizeof name - 3, tb->rows[tb->s_row].t->name, 1000);
+        }
         if (s->r1.ok == 2)
-            prof_buf_printf(o, "straggler: rank %d in %s, +%s per step (self %s per step, the "
+            prof_buf_printf(o, "straggler: rank %d %s, +%s per step (self %s per step, the "
                                "other rank %s; two ranks: against the other rank, not a "
                                "median)\n", tb->s_rank, name, ex, self, oth);
         else
-            prof_buf_printf(o, "straggler: rank %d in %s, +%s per step (self %s per step, "
+            prof_buf_printf(o, "straggler: rank %d %s, +%s per step (self %s per step, "
                                "median rank %s)\n", tb->s_rank, name, ex, self, oth);
     } else {
         prof_buf_puts(o, "straggler: none (no rank spent more than the median rank in any "

@@ -7,7 +7,8 @@
  * While the queue is full the collector makes no periodic summary and
  * does not cut its window (prof_summary_queue_full): the next summary
  * covers every window since the last one (merged_windows), as when steps
- * come faster than summaries.
+ * come faster than summaries; a step summary so refused with no due step
+ * after it is made at the run's end (collector.c).
  * The handler runs on the writer thread and may call the API (it is told
  * -EDEADLK only where waiting would deadlock: prof_collector_is_self). */
 #include <errno.h>

@@ -16,8 +16,10 @@ struct prof_buf;
 int prof_summary_queue_locked(enum prof_summary_kind kind, uint64_t step, uint64_t now);
 
 /* Whether the summaries waiting for the writer fill their bound (256, or
- * 4 MB of text: a reader that does not read): then the collector makes no periodic summary and keeps its
- * window open, so that the next one merges it (counted; said once). */
+ * 4 MB of text: a reader that does not read): then the collector makes no
+ * periodic summary and keeps its window open, so that the next one merges
+ * it, or, for a due step with none after it, the one the run's end makes
+ * (counted; said once). */
 int prof_summary_queue_full(void);
 
 /* prof_reset: the window starts anew; periodic summaries not made before

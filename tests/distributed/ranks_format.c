@@ -177,6 +177,23 @@ int main(void)
     CHECK_STR_CONTAINS(text, "straggler: rank 0 in save, +20.00 ms per step");
     free(text);
 
+    /* Rank 1's extra time is outside every stage (the stage "(no stage)"
+     * of its stepping thread): the straggler line says where it is, not
+     * "in" a stage, and does not blame the other rank. */
+    memset(w, 0, sizeof w);
+    for (int r = 0; r < 2; r++) {
+        w[r].end = 20;
+        w[r].steps = 10;
+        stage(&w[r], "compute", 2.0, 2.0, 2.0);
+        stage(&w[r], "(no stage)", r ? 3.0 : 0.5, r ? 3.0 : 0.5, r ? 3.0 : 0.5);
+    }
+    reduce(2, 0);
+    text = format(PROF_FORMAT_TEXT);
+    CHECK_STR_CONTAINS(text, "straggler: rank 1 outside stages, +2.50 ms per step (self 3.00 ms "
+                             "per step, the other rank 500.00 us;");
+    CHECK_STR_CONTAINS(text, "\n(no stage) ");
+    free(text);
+
     /* A rank of another layout: refused, said, never read. */
     four();
     reduce(4, 1);

@@ -262,7 +262,10 @@ def test_window_stats_equal_periodic_summary(tmp_path):
         assert list(g["stats"]) == [r["name"] for r in rows]
         for r in rows:
             st = g["stats"][r["name"]]
-            assert st["count"] == r["count"] == 4
+            assert st["count"] == r["count"]
+            # Every stage ran once a step; "(no stage)" (the time between
+            # them) counts its spans, the short ones summed per pass.
+            assert r["count"] == 4 or r["name"] == "(no stage)"
             for key in ("total", "self", "min", "max"):
                 assert st[key + "_ms"] == r[key + "_ns"] / 1e6
             for key in ("avg", "p50", "p95", "p99"):
@@ -381,7 +384,8 @@ def test_torchrun_python_m_prof_cross_rank_table(tmp_path, nranks):
                               OMP_NUM_THREADS="1"), limit=240)
     assert re.findall(r"^\[default0\]:prof ranks: step (\d+), last 5 steps, (\d+) ranks",
                       err, re.M) == [("5", str(nranks)), ("10", str(nranks))], err
-    assert len(re.findall(r"^\[default0\]:straggler: rank \d+ in ", err, re.M)) == 2, err
+    assert len(re.findall(r"^\[default0\]:straggler: rank \d+ (in |outside stages)", err,
+                          re.M)) == 2, err
     assert "cross-rank summary failed" not in err, err
     assert len(re.findall(r"^\[default\d\]:prof summary: .*final: 10 steps", err, re.M)) == \
         nranks, err

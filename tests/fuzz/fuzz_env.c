@@ -31,12 +31,13 @@ static const char *const var_names[NVARS] = {
 };
 
 /* Documented too (docs/CONFIG.md, docs/LIVE.md, docs/CUDA.md), checked by
- * the live, cuda and summary_json suites' own tests rather than fuzzed
+ * the live, cuda, summary_json and env_parse tests rather than fuzzed
  * here: looked up, always unset. */
-#define NQUIET 8
+#define NQUIET 9
 static const char *const quiet_names[NQUIET] = {"PROF_LIVE", "PROF_METRICS", "PROF_SUMMARY_JSON",
                                                 "PROF_GPU_CHECK", "PROF_NVML", "PROF_NVML_LIB",
-                                                "PROF_CUPTI_LIB", "PROF_CUPTI_BUFFERS"};
+                                                "PROF_CUPTI_LIB", "PROF_CUPTI_BUFFERS",
+                                                "PROF_CPU"};
 static int quiet_looked_up[NQUIET];
 
 static const char *values[NVARS];

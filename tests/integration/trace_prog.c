@@ -14,6 +14,10 @@
  *                       signal during the final close
  *   flat N              N back-to-back zones "a" each holding "b" and "c",
  *                       c ending with a (nesting as viewers compute it)
+ *   nostage N           N steps of a zone "a" (2 ms) and 1 ms outside every
+ *                       zone on the main thread, which steps; a worker
+ *                       thread records zones "w" with 3 ms between them
+ *                       and never steps
  */
 #include <prof.h>
 
@@ -21,6 +25,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +137,36 @@ static int mode_flat(long n)
     return 0;
 }
 
+static void *nostage_worker(void *arg)
+{
+    for (long i = 0; i < (long)(intptr_t)arg; i++) {
+        {
+            PROF_ZONE("w");
+            sleep_us(500);
+        }
+        sleep_us(3000);
+    }
+    return NULL;
+}
+
+static int mode_nostage(long n)
+{
+    pthread_t th;
+
+    if (pthread_create(&th, NULL, nostage_worker, (void *)(intptr_t)n) != 0)
+        FAIL("pthread_create");
+    for (long i = 0; i < n; i++) {
+        {
+            PROF_ZONE("a");
+            sleep_us(2000);
+        }
+        sleep_us(1000);
+        prof_step();
+    }
+    pthread_join(th, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -145,5 +180,7 @@ int main(int argc, char **argv)
         return mode_close_race(arg);
     if (strcmp(mode, "flat") == 0)
         return mode_flat(arg);
+    if (strcmp(mode, "nostage") == 0)
+        return mode_nostage(arg);
     FAIL("unknown mode %s", mode);
 }

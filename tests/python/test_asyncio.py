@@ -41,11 +41,6 @@ def _quantile(values, q):
     return v[k]
 
 
-def _near(got_ms, want_s, rel=0.10):
-    want_ms = want_s * 1000.0
-    return abs(got_ms - want_ms) <= rel * want_ms, (got_ms, want_ms)
-
-
 def test_same_stage_in_many_tasks_times_each_zone():
     truth = []
 
@@ -68,13 +63,15 @@ def test_same_stage_in_many_tasks_times_each_zone():
     st = prof.stats("aio.fetch")
     assert st["count"] == 200 == len(truth)
     assert _dropped() == d0
+    # Each zone holds its scripted sleep and lies inside the caller's clock
+    # reads: its quantiles lie between theirs (within the histogram's 1%),
+    # whatever the scheduler adds after the zone's end.
+    sleeps = [0.010 if (i + k) % 10 < 3 else 0.100 for i in range(20) for k in range(10)]
     for key, q in (("p50_ms", 0.50), ("p95_ms", 0.95)):
-        ok, detail = _near(st[key], _quantile(truth, q))
-        assert ok, (key, detail)
-    ok, detail = _near(st["min_ms"], min(truth))
-    assert ok, ("min", detail)
-    ok, detail = _near(st["max_ms"], max(truth))
-    assert ok, ("max", detail)
+        lo, hi = _quantile(sleeps, q) * 1000.0, _quantile(truth, q) * 1000.0
+        assert lo * 0.99 <= st[key] <= hi * 1.01, (key, lo, st[key], hi)
+    assert min(sleeps) * 1000.0 * 0.99 <= st["min_ms"] <= min(truth) * 1000.0 * 1.01
+    assert max(sleeps) * 1000.0 * 0.99 <= st["max_ms"] <= max(truth) * 1000.0 * 1.01
     assert _prof._debug_state()["depth"] == 0
 
 
@@ -202,9 +199,16 @@ def test_asyncio_server_stages_and_trace(tmp_path):
         assert s[stage]["count"] == n, stage
     for stage in ("srv.parse", "srv.infer", "srv.respond"):
         assert s[stage]["parent"] == "srv.request", stage
+    # What scheduling cannot move: each request zone lies inside the
+    # script's own clock reads around it and holds its scripted sleep, so
+    # every quantile of the zones lies between the sleeps' and the clock
+    # reads' (within the histogram's 1%). A preemption between the zone's
+    # end and the clock read only widens that interval.
+    sleeps = sorted(0.002 + 0.001 * (k % 5) for k in range(n))
     for key, q in (("p50_ms", 0.50), ("p95_ms", 0.95)):
-        ok, detail = _near(s["srv.request"][key], _quantile(truth, q))
-        assert ok, (key, detail)
+        got = s["srv.request"][key]
+        lo, hi = _quantile(sleeps, q) * 1000.0, _quantile(truth, q) * 1000.0
+        assert lo * 0.99 <= got <= hi * 1.01, (key, lo, got, hi)
     events = check_trace(str(trace), expect_stages=("srv.request", "srv.infer"))
     xs = [e for e in events if e.get("ph") == "X" and e["name"].startswith("srv.request")]
     assert len(xs) == n

@@ -37,6 +37,7 @@ p.add_argument("--exit", type=int, default=None)
 p.add_argument("--workers", type=int, default=2)
 p.add_argument("--ctx", default=None)
 p.add_argument("--sums", default=None)
+p.add_argument("--idle-ms", type=float, default=0)
 args = p.parse_args()
 
 torch.set_num_threads(1)
@@ -112,6 +113,9 @@ def main():
             sums["optimizer"] += t_opt
         if args.self_step == "after":
             prof.step()
+        t = pc()
+        while pc() - t < args.idle_ms / 1e3:    # "logging": in no hook's zone
+            pass
     if args.sums:
         with open(args.sums, "w") as f:
             json.dump(sums, f)
@@ -303,3 +307,18 @@ def test_torch_not_imported_for_a_script_without_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False ['x'] __main__", proc.stdout
     assert "prof summary: pkg.runner (pid" in proc.stderr, proc.stderr
+
+
+def test_time_between_hooks_is_no_stage(tmp_path):
+    # The loop spins 5 ms after each optimizer step, outside every hook:
+    # that time is the stepping thread's "(no stage)", a top-level row of
+    # at least the spins' time (a bound that scheduling can only widen).
+    steps, idle_ms = 6, 5.0
+    proc, final = run_main(tmp_path, "--steps", str(steps), "--idle-ms", str(idle_ms),
+                           "--workers", "0")
+    r = rows(final)
+    assert "(no stage)" in r, (sorted(r), proc.stderr)
+    ns = r["(no stage)"]
+    assert ns["parent"] is None and ns["depth"] == 0, ns
+    assert ns["total_ns"] >= (steps - 1) * idle_ms * 1e6, ns
+    assert ns["wall_share"] > 0, ns

@@ -274,3 +274,19 @@ def test_equal_inputs_name_no_straggler(tool, write, tmp_path):
 def test_help_gives_the_definition(tool):
     p = tool('merge', '--help', check=0)
     assert 'median across all inputs' in ' '.join(p.stdout.split())
+
+
+def test_straggler_outside_stages(tool, write, tmp_path):
+    # Rank 1's extra time is the runtime's "(no stage)" slices (the time no
+    # zone of its stepping thread covers): the straggler line says where it
+    # is, "outside stages", not a stage it is "in".
+    tree = synth.TREE + [('(no stage)', None, 2_000_000)]
+    files = []
+    for rank in (0, 1):
+        zones = synth.simulate(40 + rank, steps=40, tree=tree,
+                               slow={'(no stage)': 4.0} if rank else None)
+        files.append(write(f'ns{rank}.json', synth.trace(zones, rank=rank, pid=60 + rank)))
+    p = tool('merge', '-o', tmp_path / 'm.json', *files, check=0)
+    line = next(l for l in p.stdout.splitlines() if l.startswith('straggler:'))
+    assert line.startswith('straggler: rank 1 ') and ' outside stages, +' in line, line
+    assert ' in (no stage)' not in p.stdout

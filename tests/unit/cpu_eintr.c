@@ -7,6 +7,8 @@
  * 2 ms before it blocks, so that timers fire right before the calls.
  *
  *     cpu_eintr            the calls above, 25 rounds, on two threads
+ *     cpu_eintr held       the program holds the sampler's signal before prof
+ *                          starts: prof leaves it, says so, no cpu% column
  *     cpu_eintr takeover   the program installs its own handler for the
  *                          sampler's signal: sampling stops, said once
  *     cpu_eintr off        recording switched off: no signal from the
@@ -133,10 +135,47 @@ static void their_handler(int sig)
     theirs++;
 }
 
+static int held_said;
+
+static void held_logger(void *user, const char *msg)
+{
+    (void)user;
+    held_said += strstr(msg, "already has a handler") != NULL;
+}
+
 int main(int argc, char **argv)
 {
     pthread_t th[2];
 
+    if (argc > 1 && strcmp(argv[1], "held") == 0) {
+        /* The program holds the signal before prof starts: prof leaves it
+         * (its handler stays, no timer sends it anything), says so, and
+         * the table has no cpu% column. */
+        struct sigaction sa, now;
+        prof_stage_stats st;
+        char *text;
+
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = their_handler;
+        sa.sa_flags = SA_RESTART;
+        CHECK_EQ(sigaction(SIGRTMAX - 3, &sa, NULL), 0);
+        prof_set_logger(held_logger, NULL);
+        CHECK_EQ(prof_enable(1), 0);
+        {
+            PROF_ZONE("spin");
+            test_spin_ns(100000000);
+        }
+        CHECK_EQ(prof_stats("spin", &st), 0);
+        CHECK(!(st.flags & PROF_STAGE_CPU));
+        CHECK_EQ(theirs, 0);
+        CHECK_EQ(sigaction(SIGRTMAX - 3, NULL, &now), 0);
+        CHECK(now.sa_handler == their_handler);
+        CHECK_EQ(held_said, 1);
+        text = test_summary(PROF_FORMAT_TEXT);
+        CHECK(strstr(text, "cpu%") == NULL);
+        free(text);
+        return 0;
+    }
     CHECK_EQ(prof_enable(1), 0);
     if (argc > 1 && strcmp(argv[1], "takeover") == 0) {
         struct sigaction sa;

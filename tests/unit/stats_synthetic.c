@@ -6,6 +6,7 @@
  * the percentiles' buckets, the parent, recursion's wall share. */
 #include <prof.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,6 +443,95 @@ static void test_self_across_loss(void)
     CHECK_STR_EQ(in.parent, "loss_main");
 }
 
+/* A step record at tick t, as prof_step() pushes it outside every zone. */
+static void step_at(uint64_t n, uint64_t t)
+{
+    prof_zone z = prof_zone_begin("probe");   /* attaches the thread; its record is never pushed */
+    struct prof_thread_ *th = (struct prof_thread_ *)((uintptr_t)z.thread & ~(uintptr_t)1);
+
+    CHECK(th != NULL);
+    __atomic_store_n(&th->depth, z.depth, __ATOMIC_RELAXED);
+    __atomic_store_n(&th->path, z.parent, __ATOMIC_RELAXED);
+    prof_ring_push_(th, T0 + t, n, "step", z.parent, z.depth, PROF_RECORD_STEP_);
+}
+
+/* A worker's zones with 5 ms between them; it never steps. */
+static void *idle_worker(void *arg)
+{
+    for (uint64_t k = 0; k < 3; k++) {
+        prof_zone z = open_at("idle_a", 200000000000ull + k * 6000000);
+
+        close_at(&z, 200000000000ull + k * 6000000 + 1000000);
+    }
+    CHECK_EQ(prof_flush(), 0);
+    return arg;
+}
+
+/* Time outside every stage: steps of a 2 ms zone `a` and 1 ms outside any
+ * zone. The stepping thread's uncovered time is the stage "(no stage)":
+ * 1 ms a step, half of a's time, so a third of the time the thread
+ * recorded; in the table, the JSON and prof_stats(). A thread that never
+ * steps counts none: its zones `idle_a` with 5 ms between them add no
+ * uncovered time. */
+static void test_no_stage(void)
+{
+    enum { STEPS = 10 };
+    const uint64_t base = 100000000000ull;   /* after every earlier test's ticks */
+    prof_stage_stats ns, a, rows[8];
+    char text[8192], json[16384], want[128];
+    int n;
+
+    CHECK_EQ(prof_reset(), 0);
+    test_spin_ns(20000000);   /* a wall time much longer than the rows' computations */
+    for (uint64_t k = 0; k < STEPS; k++) {
+        uint64_t t = base + k * 3000000;
+        prof_zone z;
+
+        step_at(k + 1, t);
+        z = open_at("a", t);
+        close_at(&z, t + 2000000);
+    }
+    step_at(STEPS + 1, base + STEPS * 3000000);
+    ns = test_stats("(no stage)");
+    a = test_stats("a");
+    CHECK_EQ(a.count, STEPS);
+    CHECK_EQ(a.total_ns, STEPS * 2000000ull);
+    CHECK_EQ(ns.count, STEPS);
+    CHECK_EQ(ns.total_ns, STEPS * 1000000ull);
+    CHECK_EQ(ns.self_ns, STEPS * 1000000ull);
+    CHECK_EQ(ns.min_ns, 1000000);
+    CHECK_EQ(ns.max_ns, 1000000);
+    CHECK(ns.parent == NULL);
+    CHECK_GT(ns.wall_share, 0);
+    CHECK_NEAR(ns.wall_share, 0.5 * a.wall_share, 0.02);
+    /* The share of what the thread recorded: a third. */
+    CHECK_NEAR((double)ns.total_ns / (double)(ns.total_ns + a.total_ns), 1.0 / 3, 0.001);
+
+    n = prof_summary_snprint(text, sizeof text, PROF_FORMAT_TEXT);
+    CHECK(n > 0 && (size_t)n < sizeof text);
+    CHECK_MSG(strstr(text, "\n(no stage) ") != NULL || strstr(text, " (no stage) ") != NULL,
+              "text summary lacks the (no stage) row:\n%s", text);
+    n = prof_summary_snprint(json, sizeof json, PROF_FORMAT_JSON);
+    CHECK(n > 0 && (size_t)n < sizeof json);
+    CHECK_MSG(strstr(json, "\"name\":\"(no stage)\"") != NULL, "JSON lacks (no stage):\n%s",
+              json);
+    snprintf(want, sizeof want, "\"total_ns\":%llu", (unsigned long long)(STEPS * 1000000ull));
+    CHECK_MSG(strstr(strstr(json, "\"name\":\"(no stage)\""), want) != NULL,
+              "JSON (no stage) lacks %s:\n%s", want, json);
+
+    /* A thread that does not step: no uncovered time of its own. */
+    CHECK_EQ(prof_reset(), 0);
+    {
+        pthread_t th;
+
+        CHECK_EQ(pthread_create(&th, NULL, idle_worker, NULL), 0);
+        CHECK_EQ(pthread_join(th, NULL), 0);
+    }
+    n = prof_stats_list(rows, 8);
+    CHECK_EQ(n, 1);
+    CHECK_STR_EQ(rows[0].name, "idle_a");
+}
+
 int main(void)
 {
     CHECK_EQ(prof_enable(1), 0);
@@ -454,5 +544,6 @@ int main(void)
     test_many_stages();
     test_deep_chain();
     test_self_across_loss();
+    test_no_stage();
     return 0;
 }
