@@ -58,7 +58,12 @@ static PyObject *stage_dict(const void *item)
          * (PROF_CPU=0, GPU stages). */
         set_item(d, "cpu_ms", (st->flags & PROF_STAGE_CPU)
                                   ? PyFloat_FromDouble((double)st->cpu_ns / 1e6)
-                                  : Py_NewRef(Py_None)) < 0) {
+                                  : Py_NewRef(Py_None)) < 0 ||
+        /* The rise of the process's peak RSS while it ran, sampled with
+         * cpu_ms (None where that is not measured). */
+        set_item(d, "peak_rise_bytes", (st->flags & PROF_STAGE_CPU)
+                                           ? PyLong_FromUnsignedLongLong(st->peak_rise_bytes)
+                                           : Py_NewRef(Py_None)) < 0) {
         Py_DECREF(d);
         return NULL;
     }

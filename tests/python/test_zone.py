@@ -72,10 +72,11 @@ def test_stats_dict_keys_and_types():
     row = all_stats["keys"]
     assert set(row) == {"count", "total_ms", "self_ms", "avg_ms", "min_ms", "max_ms",
                         "p50_ms", "p95_ms", "p99_ms", "wall_share", "parent", "depth", "gpu",
-                        "lossy", "cpu_ms"}
+                        "lossy", "cpu_ms", "peak_rise_bytes"}
     assert row["lossy"] is False
     # Sampled on-CPU time of its self time: a float, or None where not measured.
     assert row["cpu_ms"] is None or isinstance(row["cpu_ms"], float)
+    assert row["peak_rise_bytes"] is None or isinstance(row["peak_rise_bytes"], int)
     for k in ("total_ms", "self_ms", "avg_ms", "min_ms", "max_ms", "p50_ms", "p95_ms",
               "p99_ms", "wall_share"):
         assert isinstance(row[k], float), k
