@@ -40,8 +40,9 @@ MAGIC = b"PROFLIVE"
 VERSION = 1
 # Additions a reader of VERSION may ignore (live.h): 1, the GPU entries;
 # 2, the GPU stages' kernel entries (PROF_CUDA=kernels); 3, the process's
-# pid and time namespaces and its start time.
-MINOR = 3
+# pid and time namespaces and its start time; 4, the process's memory;
+# 5, the rows' on-CPU time.
+MINOR = 5
 PREFIX = "prof-live-"
 # The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO): its
 # processes' files have the plain name prof-live-PID.
@@ -55,6 +56,8 @@ _GPU = struct.Struct("=iIdddd")
 _KERN = struct.Struct("=IIQQQQd32s")
 _MEM = struct.Struct("=QQQ")
 _GPU_MEM = struct.Struct("=QQ")    # minor 4: after _GPU in a GPU entry
+_CPU = struct.Struct("=Q")         # minor 5: one a row, at cpu_off
+_CPU_UNKNOWN = 0xFFFFFFFFFFFFFFFF  # PROF_LIVE_CPU_UNKNOWN: not measured
 _SEQ_OFFSET = 24
 _PID_OFFSET = 40
 _IDENT_OFFSET = 312       # pid_ns, time_ns (uint32), start_ticks (uint64)
@@ -484,7 +487,7 @@ def _parse(data, path="the live file"):
     (_, _, header_size, row_size, nrows, seq, size, pid, rank, program, host,
      real_ns, run_ns, win_ns, win_start_step, steps, dropped, threads, gpu_stages,
      stages, folded, snap_ns, publish_ns, publishes, metrics_ns,
-     minor, gpu_size, ngpus, gpu_off, kern_size, nkern, kern_off, _,
+     minor, gpu_size, ngpus, gpu_off, kern_size, nkern, kern_off, cpu_off,
      pid_ns, time_ns, start_ticks, mem_size, mem_off) = h
     if header_size != _HEADER.size or row_size != _ROW.size:
         raise bad("header or row size %d/%d, expected %d/%d"
@@ -520,6 +523,13 @@ def _parse(data, path="the live file"):
         rss, peak_win, peak_run = _MEM.unpack_from(data, mem_off)
         memory = {"rss_bytes": rss, "rss_peak_window_bytes": peak_win,
                   "rss_peak_bytes": peak_run}
+    cpu = None    # a writer from before minor version 5
+    if minor >= 5 and cpu_off:
+        if cpu_off % 8 or not names_at <= cpu_off <= names_end or \
+                nrows * _CPU.size > names_end - cpu_off:
+            raise bad("%d on-CPU times at %d do not fit between the rows at %d and the GPU "
+                      "entries at %d" % (nrows, cpu_off, names_at, names_end))
+        cpu = [_CPU.unpack_from(data, cpu_off + i * _CPU.size)[0] for i in range(nrows)]
     names_len = names_end - names_at
     rows = []
     for i in range(nrows):
@@ -551,6 +561,9 @@ def _parse(data, path="the live file"):
             "outer_ns": outer, "window_count": win_count, "window_total_ns": win_total,
             "p50_ns": p50, "p95_ns": p95, "p99_ns": p99,
             "kernels": kernels.get(i),
+            # Of self_ns, the time on a CPU; None where not measured (or
+            # not published). Never more than self_ns.
+            "cpu_ns": None if cpu is None or cpu[i] == _CPU_UNKNOWN else min(cpu[i], self_ns),
         })
     for i, k in kernels.items():
         if not rows[i]["gpu"]:

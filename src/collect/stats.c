@@ -851,6 +851,17 @@ static void fill_cpu(const struct prof_stage *s, int window, uint64_t row_self,
     out->flags |= PROF_STAGE_CPU;
 }
 
+int prof_stats_row_cpu(const struct prof_row *r, uint64_t row_self, uint64_t *cpu_ns)
+{
+    struct prof_stage_stats st;
+
+    st.flags = 0;
+    st.cpu_ns = 0;
+    fill_cpu(r->stage, 0, row_self, &st);
+    *cpu_ns = st.cpu_ns;
+    return (st.flags & PROF_STAGE_CPU) != 0;
+}
+
 void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
                      struct prof_stage_stats *out)
 {

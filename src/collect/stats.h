@@ -188,6 +188,9 @@ void prof_stats_row_fill(const struct prof_row *r, int window, uint64_t wall_ns,
                          struct prof_stage_stats *out, const struct prof_hist **hist,
                          struct prof_acc *tmp);
 void prof_stats_row_done(struct prof_acc *tmp);
+/* The on-CPU part of row r's run self time row_self (as the summary's
+ * cpu_ns): 1 and *cpu_ns where measured, else 0. Lock held. */
+int prof_stats_row_cpu(const struct prof_row *r, uint64_t row_self, uint64_t *cpu_ns);
 
 /* For prof_stats_list(), which orders with the lock released: every stage
  * (*n of them, in no order; free() the array), and, with the tree built,

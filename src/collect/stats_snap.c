@@ -61,6 +61,9 @@ int prof_stats_snap_take_locked(struct prof_stats_snap *s, size_t max_rows)
         r->p50_ns = w.p50_ns;
         r->p95_ns = w.p95_ns;
         r->p99_ns = w.p99_ns;
+        r->cpu_known = prof_stats_row_cpu(pr, r->self_ns, &r->cpu_ns);
+        if (!r->cpu_known)
+            r->cpu_ns = 0;
         s->gpu_stages += (st->flags & PROF_STAGE_GPU) != 0;
     }
     prof_rows_free(&rows);

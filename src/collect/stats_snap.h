@@ -19,6 +19,8 @@ struct prof_stats_snap_row {
     uint64_t outer_ns;           /* run time outside zones of its own stage (wall share) */
     uint64_t win_count, win_total_ns;              /* current summary window */
     double p50_ns, p95_ns, p99_ns;                 /* of the window */
+    uint64_t cpu_ns;             /* of self_ns, on a CPU (the summary's cpu_ns) */
+    int cpu_known;               /* cpu_ns was measured (PROF_STAGE_CPU) */
 };
 
 struct prof_stats_snap {

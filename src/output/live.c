@@ -494,7 +494,8 @@ static void file_write(const struct prof_live_snap *s)
     struct prof_live_file_gpu *fg;
     struct prof_live_file_kernels *fk;
     struct prof_live_file_memory *fm;
-    size_t names = 0, names_at, size, off, gpu_off, kern_off, mem_off;
+    size_t names = 0, names_at, size, off, gpu_off, kern_off, mem_off, cpu_off;
+    uint64_t *fc;
     uint64_t seq;
     int err;
 
@@ -506,7 +507,10 @@ static void file_write(const struct prof_live_snap *s)
     /* The memory entry between the names and the GPU entries: a reader
      * before minor 4 takes it for bytes past the last name. */
     mem_off = (names_at + names + 7) & ~(size_t)7;
-    gpu_off = mem_off + (s->mem_known ? sizeof *fm : 0);
+    /* The rows' on-CPU times after it, before the GPU entries: a reader
+     * before minor 5 takes them for bytes past the last name too. */
+    cpu_off = mem_off + (s->mem_known ? sizeof *fm : 0);
+    gpu_off = cpu_off + s->table.len * sizeof *fc;
     kern_off = gpu_off + (size_t)s->ngpus * sizeof *fg;
     size = kern_off + (size_t)s->nkst * sizeof *fk;
     /* Odd before the file may grow: a reader of the old size retries.
@@ -556,7 +560,7 @@ static void file_write(const struct prof_live_snap *s)
     h->kern_size = sizeof *fk;
     h->nkern = (uint32_t)s->nkst;
     h->kern_off = (uint32_t)kern_off;
-    h->kern_pad = 0;
+    h->cpu_off = (uint32_t)cpu_off;
     h->pid_ns = file_pid_ns;
     h->time_ns = file_time_ns;
     h->start_ticks = file_start_ticks;
@@ -586,8 +590,8 @@ static void file_write(const struct prof_live_snap *s)
         memcpy(map + names_at + off, r->name, len);
         off += len;
     }
-    /* The names' end up to gpu_off: a reader copies these bytes too. */
-    memset(map + names_at + names, 0, gpu_off - (names_at + names));
+    /* The names' end up to mem_off: a reader copies these bytes too. */
+    memset(map + names_at + names, 0, mem_off - (names_at + names));
     fg = (struct prof_live_file_gpu *)(map + gpu_off);
     for (int i = 0; i < s->ngpus; i++, fg++) {
         const struct prof_gpu_live *g = &s->gpus[i];
@@ -615,6 +619,9 @@ static void file_write(const struct prof_live_snap *s)
         if (k->k.top != NULL)
             memcpy(fk->top, k->k.top, strnlen(k->k.top, sizeof fk->top - 1));
     }
+    fc = (uint64_t *)(map + cpu_off);
+    for (size_t i = 0; i < s->table.len; i++)
+        fc[i] = s->table.rows[i].cpu_known ? s->table.rows[i].cpu_ns : PROF_LIVE_CPU_UNKNOWN;
     if (s->mem_known) {
         fm = (struct prof_live_file_memory *)(map + mem_off);
         fm->rss = s->rss;

@@ -65,8 +65,9 @@ struct prof_live_snap {
 /* ---- The file's layout (docs/LIVE.md; python/prof/live.py reads it). ----
  * A header, then nrows fixed rows, then the names (UTF-8, not terminated),
  * then (minor version 1) ngpus GPU entries at gpu_off, 8-aligned, then
- * (minor version 2) nkern kernel entries at kern_off, 8-aligned, then
- * (minor version 4) the memory entry at mem_off.
+ * (minor version 2) nkern kernel entries at kern_off, 8-aligned. Between
+ * the names and the GPU entries: (minor version 4) the memory entry at
+ * mem_off, then (minor version 5) the rows' on-CPU times at cpu_off.
  * Written seqlock-style: seq is odd while the writer is inside; a reader
  * reads seq, the table, seq again, and retries unless both are the same
  * even number. Native byte order (readers are on the same host).
@@ -81,7 +82,7 @@ struct prof_live_snap {
  * the fields it knows from the front of each. */
 #define PROF_LIVE_MAGIC "PROFLIVE"
 #define PROF_LIVE_VERSION 1
-#define PROF_LIVE_MINOR 4
+#define PROF_LIVE_MINOR 5
 #define PROF_LIVE_PREFIX "prof-live-"
 /* The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO, fixed
  * since Linux 3.8): a process there keeps the plain name prof-live-PID;
@@ -104,7 +105,12 @@ struct prof_live_file_header {
     uint32_t ngpus, gpu_off;     /* entries, and where they start */
     uint32_t kern_size;          /* offset 296 (minor 2): bytes per kernel entry */
     uint32_t nkern, kern_off;    /* entries, and where they start */
-    uint32_t kern_pad;
+    /* Minor 5: the rows' on-CPU time, nrows uint64_t at cpu_off
+     * (8-aligned, after the memory entry, before the GPU entries): of
+     * the row's self_ns, the time its thread ran on a CPU,
+     * PROF_LIVE_CPU_UNKNOWN where not measured (PROF_CPU=0, a GPU
+     * stage). 0 in a minor 0-4 file. */
+    uint32_t cpu_off;            /* offset 308 */
     /* Minor 3: who the process is beyond its pid, so that a reader in
      * another pid namespace (a container sharing /dev/shm) neither takes
      * it for its own pid nor removes its file: the inodes of its pid and
@@ -154,6 +160,9 @@ struct prof_live_file_kernels {
     double top_share;            /* the top kernel's share of the kernels' time, 0-1 */
     char top[32];                /* its short name, cut, NUL-padded ("" where none) */
 };
+
+/* A row's on-CPU time where it was not measured. */
+#define PROF_LIVE_CPU_UNKNOWN UINT64_MAX
 
 /* The collector's hook: once a PROF_LIVE_PERIOD_NS, a snapshot (lock
  * held), written to the live file with the lock released, then handed to

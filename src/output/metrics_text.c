@@ -168,6 +168,20 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
         put_seconds(b, (double)s->table.rows[i].self_ns);
         prof_buf_put(b, "\n", 1);
     }
+    /* The on-CPU part of the self time, for the rows that have it
+     * (PROF_CPU sampled their threads; not GPU stages): the family is
+     * left out where no row has it. */
+    for (size_t i = 0, head = 0; i < s->table.len; i++) {
+        if (!s->table.rows[i].cpu_known)
+            continue;
+        if (!head++)
+            prof_buf_puts(b, "# HELP prof_stage_cpu_seconds_total Of the self time, the time its "
+                             "thread ran on a CPU (sampled), per stage, whole run.\n"
+                             "# TYPE prof_stage_cpu_seconds_total counter\n");
+        stage_sample(b, "prof_stage_cpu_seconds_total", &names, &paths[i], rank, "} ");
+        put_seconds(b, (double)s->table.rows[i].cpu_ns);
+        prof_buf_put(b, "\n", 1);
+    }
     /* Quantiles of the current summary window (the whole run without
      * PROF_SUMMARY_EVERY); _sum and _count of the whole run, as a
      * summary's are cumulative. */

@@ -48,7 +48,7 @@ int prof_ranks_muted;
 enum {
     R0_MIN = 2, R0_MAX = 1 + RANKS_KEY_SLOTS, R0_SUM = 1,
     R1_GMIN = 3, R1_GMAX = 6, R1_GSUM = 5,
-    R1_SMIN = 3, R1_SMAX = 4 + RANKS_NAME_WORDS, R1_SSUM = 4,
+    R1_SMIN = 3, R1_SMAX = 4 + RANKS_NAME_WORDS, R1_SSUM = 6,
     R1_MIN = R1_GMIN + R1_SMIN * PROF_RANKS_MAX_STAGES,
     R1_MAX = R1_GMAX + R1_SMAX * PROF_RANKS_MAX_STAGES,
     R1_SUM = R1_GSUM + R1_SSUM * PROF_RANKS_MAX_STAGES,
@@ -197,6 +197,10 @@ static int ranks_snapshot_rows(struct ranks_state *s, int rank, const prof_stage
         l->count = r->count;
         l->total_ns = r->total_ns;
         l->self_ns = r->self_ns;
+        /* The on-CPU share across ranks is over the self time of the
+         * rows that have it (a rank with PROF_CPU=0 has none). */
+        l->cpu_ns = (r->flags & PROF_STAGE_CPU) ? r->cpu_ns : 0;
+        l->cpu_self_ns = (r->flags & PROF_STAGE_CPU) ? r->self_ns : 0;
         l->max_ns = r->max_ns;
         l->avg_ns = r->avg_ns;
         l->p95_ns = r->p95_ns;
@@ -213,6 +217,8 @@ static int ranks_snapshot_rows(struct ranks_state *s, int rank, const prof_stage
             m->count += all[i].count;
             m->total_ns += all[i].total_ns;
             m->self_ns += all[i].self_ns;
+            m->cpu_ns += all[i].cpu_ns;
+            m->cpu_self_ns += all[i].cpu_self_ns;
             if (all[i].max_ns > m->max_ns)
                 m->max_ns = all[i].max_ns;
             if (all[i].p95_ns > m->p95_ns)
@@ -365,6 +371,8 @@ static void contribute1(const struct ranks_state *s, void *buf)
         st64(buf, c + 1, (int64_t)l->count);
         st64(buf, c + 2, (int64_t)l->total_ns);
         st64(buf, c + 3, (int64_t)l->self_ns);
+        st64(buf, c + 4, (int64_t)l->cpu_ns);
+        st64(buf, c + 5, (int64_t)l->cpu_self_ns);
     }
 }
 
@@ -548,6 +556,8 @@ static void result1(struct ranks_state *s, const void *buf)
         t->count = ld(buf, c + 1);
         t->total_ns = ld(buf, c + 2);
         t->self_ns = ld(buf, c + 3);
+        t->cpu_ns = ld(buf, c + 4);
+        t->cpu_self_ns = ld(buf, c + 5);
     }
 }
 

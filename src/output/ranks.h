@@ -11,7 +11,7 @@
  *            the hash of their name through a table of RANKS_KEY_SLOTS
  *            slots) the table will have.
  *   round 1  per stage: sums, counts, min and max with the rank holding
- *            them, the name; per window: the reference rank's step.
+ *            them, the name, the on-CPU time and the self time it is of; per window: the reference rank's step.
  *   round 2  per stage: fixed-size histograms of the per-rank values over
  *            the [min, max] of round 1, for the medians; unequal steps.
  *
@@ -30,7 +30,7 @@
 #include "json.h"
 
 #define PROF_RANKS_MAGIC 0x5246u             /* in every round's magic word */
-#define PROF_RANKS_VERSION 2u
+#define PROF_RANKS_VERSION 3u
 #define RANKS_LOCAL_CAP 256                  /* the heaviest stages a rank offers */
 #define RANKS_KEY_SLOTS 1024                 /* round 0's table */
 #define RANKS_HIST_BUCKETS 24                /* per histogram, round 2 */
@@ -42,6 +42,7 @@
 struct ranks_local {
     uint64_t hash;               /* 47-bit key (never 0) */
     uint64_t count, total_ns, self_ns, max_ns;
+    uint64_t cpu_ns, cpu_self_ns;    /* on-CPU time, of cpu_self_ns of self time (PROF_CPU) */
     double avg_ns, p95_ns, self_per_step;
     char name[RANKS_NAME_WORDS * 7];
 };
@@ -57,6 +58,7 @@ struct ranks_r1 {                /* round 1's combined numbers, decoded */
 struct ranks_stage {             /* one row, decoded */
     uint64_t hash;
     int64_t ranks, count, total_ns, self_ns, off;
+    int64_t cpu_ns, cpu_self_ns;     /* summed over the ranks that sampled it */
     int64_t min[3], max[3];      /* loc-encoded avg, p95, self per step */
     int64_t max_ns;
     char name[RANKS_NAME_WORDS * 7 + 1];

@@ -24,6 +24,20 @@
 #include "ranks_table.h"
 #include "summary.h"
 
+/* The on-CPU share is shown for a stage with at least this much sampled
+ * self time over the ranks (10 sampling periods of 4 ms), as in the
+ * summary's cpu%: below it one sample more or less moves it by 10
+ * points or more. */
+#define CPU_MIN_SELF_NS 40000000
+
+/* The stage's on-CPU share of the self time of the ranks that sampled
+ * it, 0-1, or -1 where none did. */
+static double cpu_share(const struct ranks_stage *t)
+{
+    if (t->cpu_self_ns <= 0)
+        return -1;
+    return t->cpu_ns >= t->cpu_self_ns ? 1.0 : (double)t->cpu_ns / (double)t->cpu_self_ns;
+}
 
 /* The k-th smallest (1-based) of zeros zero values and the histogram's,
  * as the midpoint (in log(1 + ns)) of its bucket; the first and last
@@ -171,6 +185,7 @@ static void format_text(struct prof_buf *o, const struct table *tb)
     const struct ranks_state *s = tb->s;
     char name[sizeof s->st[0].name * 4 + 8], wall[24];
     size_t width = 24;
+    int cpu = 0;
 
     if (s->bad) {
         prof_buf_puts(o, "prof ranks: the ranks' numbers could not be combined (another prof "
@@ -191,11 +206,13 @@ static void format_text(struct prof_buf *o, const struct table *tb)
         size_t w = prof_fmt_name(name, sizeof name, tb->rows[k].t->name, 1000);
         if (w > width)
             width = w;
+        /* The column where any rank sampled any stage (PROF_CPU). */
+        cpu |= tb->rows[k].t->cpu_self_ns > 0;
     }
     prof_buf_printf(o, "%-*s %6s", (int)width, "stage", "ranks");
     for (int c = 0; c < 6; c++)
         prof_buf_printf(o, " %10s", cols[c]);
-    prof_buf_printf(o, " %10s %7s\n", "slowest", "spread");
+    prof_buf_printf(o, " %10s %7s%s\n", "slowest", "spread", cpu ? "   cpu%" : "");
     for (int k = 0; k < tb->nrows; k++) {
         const struct row *w = &tb->rows[k];
         const struct ranks_stage *t = w->t;
@@ -211,7 +228,11 @@ static void format_text(struct prof_buf *o, const struct table *tb)
             prof_buf_printf(o, " %10s", d);
         }
         snprintf(slow, sizeof slow, "rank %d", ranks_dec_rank(t->max[0]));
-        prof_buf_printf(o, " %10s %6.2fx\n", slow, w->spread);
+        prof_buf_printf(o, " %10s %6.2fx", slow, w->spread);
+        if (cpu && cpu_share(t) >= 0 && t->cpu_self_ns >= CPU_MIN_SELF_NS)
+            prof_buf_printf(o, " %5.0f%%\n", 100.0 * cpu_share(t));
+        else
+            prof_buf_puts(o, cpu ? "      -\n" : "\n");
     }
     if (tb->s_rank >= 0) {
         char ex[24], self[24], oth[24];
@@ -291,6 +312,11 @@ static void format_json(struct prof_buf *o, const struct table *tb)
         json_stat(o, "self_ns_per_step", w->sps_med, t->min[2], t->max[2]);
         prof_buf_printf(o, ",\"slowest_rank\":%d,\"spread\":", ranks_dec_rank(t->max[0]));
         prof_buf_double(o, w->spread);
+        prof_buf_puts(o, ",\"cpu_share\":");
+        if (cpu_share(t) >= 0)
+            prof_buf_double(o, cpu_share(t));
+        else
+            prof_buf_puts(o, "null");
         prof_buf_puts(o, "}");
     }
     prof_buf_puts(o, "],\"straggler\":");

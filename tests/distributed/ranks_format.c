@@ -4,8 +4,8 @@
  * slowest rank and spread, the straggler (the rank and stage with the most
  * self time per step above the median rank; with two ranks, above the
  * other rank), stages only some ranks ran, ranks with no window or at
- * another step named, another version refused, hostile names escaped, and
- * the JSON form. */
+ * another step named, another version refused, hostile names escaped, the
+ * on-CPU share across ranks, and the JSON form. */
 #include <prof.h>
 #include <prof_ranks.h>
 
@@ -36,6 +36,15 @@ static void stage(struct win *x, const char *name, double avg_ms, double p95_ms,
     s->total_ns = (uint64_t)(s->avg_ns * 10);
     s->max_ns = (uint64_t)(s->p95_ns * 1.1);
     s->self_ns = (uint64_t)(self_ms_per_step * 1e6 * (double)x->steps);
+}
+
+/* The last stage of x sampled on a CPU pct percent of its self time. */
+static void on_cpu(struct win *x, double pct)
+{
+    prof_stage_stats *s = &x->st[x->nst - 1];
+
+    s->flags |= PROF_STAGE_CPU;
+    s->cpu_ns = (uint64_t)((double)s->self_ns * pct / 100.0);
 }
 
 /* Reduce n ranks' windows; poison makes rank 1 send another layout. */
@@ -192,6 +201,44 @@ int main(void)
     CHECK_STR_CONTAINS(text, "straggler: rank 1 outside stages, +2.50 ms per step (self 3.00 ms "
                              "per step, the other rank 500.00 us;");
     CHECK_STR_CONTAINS(text, "\n(no stage) ");
+    free(text);
+
+    /* The on-CPU share across ranks, of the self time of the ranks that
+     * sampled the stage: compute 90% and 70% of 50 ms each (80%), wait 2%
+     * on rank 0, unsampled on rank 1 (2%), tiny sampled 100% but of 20 ms
+     * (too little to show, as in the summary), io never sampled. */
+    memset(w, 0, sizeof w);
+    for (int r = 0; r < 2; r++) {
+        w[r].end = 20;
+        w[r].steps = 10;
+        stage(&w[r], "compute", 5, 5, 5);
+        on_cpu(&w[r], r ? 70 : 90);
+        stage(&w[r], "wait", 5, 5, 5);
+        if (r == 0)
+            on_cpu(&w[r], 2);
+        stage(&w[r], "tiny", 1, 1, 1);
+        on_cpu(&w[r], 100);
+        stage(&w[r], "io", 2, 2, 2);
+    }
+    reduce(2, 0);
+    text = format(PROF_FORMAT_TEXT);
+    CHECK_STR_CONTAINS(text, "spread   cpu%\n");
+    CHECK_STR_CONTAINS(text, "1.00x    80%\n");
+    CHECK_STR_CONTAINS(text, "1.00x     2%\n");
+    CHECK(strstr(text, "1.00x      -\n") != NULL &&
+          strstr(strstr(text, "1.00x      -\n") + 1, "1.00x      -\n") != NULL);
+    free(text);
+    json = format(PROF_FORMAT_JSON);
+    CHECK_STR_CONTAINS(json, "\"cpu_share\":0.8}");
+    CHECK_STR_CONTAINS(json, "\"cpu_share\":0.02}");
+    CHECK_STR_CONTAINS(json, "\"cpu_share\":1.0}");
+    CHECK_STR_CONTAINS(json, "\"cpu_share\":null}");
+    free(json);
+    /* No rank sampled: no column. */
+    four();
+    reduce(4, 0);
+    text = format(PROF_FORMAT_TEXT);
+    CHECK(strstr(text, "cpu%") == NULL);
     free(text);
 
     /* A rank of another layout: refused, said, never read. */
