@@ -1149,6 +1149,7 @@ int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
     uint32_t *order = NULL, *pos = NULL, *at = NULL;
     char *keep = NULL;
     size_t n = 0, kept = 0, len;
+    int err;
 
     memset(r, 0, sizeof *r);
     /* (The per-name tree is not needed: a row's parent is its path's.) */
@@ -1213,17 +1214,12 @@ int prof_stats_rows(struct prof_rows *r, int window, size_t max_rows)
         row->parent = row->parent_row == UINT32_MAX ? NULL : r->rows[row->parent_row].stage->name;
     }
     r->len = len;
-    free(b.groups);
-    free(b.stack);
-    free(cand);
-    free(keep);
-    free(pos);
-    free(items);
-    free(order);
-    free(at);
-    return 0;
+    err = 0;
+    goto out;
 
 nomem:
+    err = -ENOMEM;
+out:
     free(b.groups);
     free(b.stack);
     free(cand);
@@ -1232,8 +1228,9 @@ nomem:
     free(items);
     free(order);
     free(at);
-    prof_rows_free(r);
-    return -ENOMEM;
+    if (err != 0)
+        prof_rows_free(r);
+    return err;
 }
 
 void prof_stats_row_fill(const struct prof_row *r, int window, uint64_t wall_ns,

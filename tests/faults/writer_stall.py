@@ -50,6 +50,38 @@ def read_all(fd, into):
     os.close(fd)
 
 
+def run_until_merged(exe, d, args, env, w, seconds):
+    """Start `writer_stall summary D ARGS` with stdout on w (closed here),
+    which runs `seconds`, then until D/stop: this makes D/stop once the
+    program says periodic summaries are merged (the summary queue is full:
+    later on a loaded machine, where the collector makes them late), and
+    returns once the program made D/done (or the hang guard passed: D/stop
+    is made then, and the caller's checks fail). Returns the process, the
+    list its stderr lines go to, and the thread that reads them."""
+    stop, done = os.path.join(d, 'stop'), os.path.join(d, 'done')
+    merged_said = b'periodic summaries are merged'
+    p = subprocess.Popen([exe, 'summary', d] + args, env=env, stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
+    err = []
+
+    def read_err():
+        for line in p.stderr:
+            err.append(line)
+            if merged_said in line and not os.path.exists(stop):
+                open(stop, 'w').close()
+    et = threading.Thread(target=read_err)
+    et.start()
+    end = time.monotonic() + seconds + HANG_S
+    while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    if not os.path.exists(stop):
+        open(stop, 'w').close()     # the hang guard: never said (a FAIL below)
+        while not os.path.exists(done) and p.poll() is None and \
+                time.monotonic() < end + HANG_S:
+            time.sleep(0.05)
+    return p, err, et
+
+
 def stuck_readers(exe, tc, with_trace):
     """PROF_SUMMARY=stdout on a pipe (one page of room) that nobody reads
     for the whole run (with_trace: and PROF_TRACE on a FIFO nobody reads
@@ -82,31 +114,9 @@ def stuck_readers(exe, tc, with_trace):
         # alone, until it said that periodic summaries are merged (the
         # queue of 256 is full: 5 s of 20 ms summaries on a quiet machine,
         # longer on a loaded one, where the collector makes them late).
-        stop = os.path.join(d, 'stop')
-        merged_said = 'periodic summaries are merged'
         if with_trace:
-            open(stop, 'w').close()
-        p = subprocess.Popen([exe, 'summary', d, str(seconds)], env=env, stdout=w,
-                             stderr=subprocess.PIPE)
-        os.close(w)
-        err = []
-
-        def read_err():
-            for line in p.stderr:
-                err.append(line)
-                if merged_said.encode() in line and not os.path.exists(stop):
-                    open(stop, 'w').close()
-        et = threading.Thread(target=read_err)
-        et.start()
-        done = os.path.join(d, 'done')
-        end = time.monotonic() + seconds + HANG_S
-        while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
-            time.sleep(0.05)
-        if not os.path.exists(stop):
-            open(stop, 'w').close()     # the hang guard: never said (a FAIL below)
-            while not os.path.exists(done) and p.poll() is None and \
-                    time.monotonic() < end + HANG_S:
-                time.sleep(0.05)
+            open(os.path.join(d, 'stop'), 'w').close()
+        p, err, et = run_until_merged(exe, d, [str(seconds)], env, w, seconds)
         out, trace = [], []
         # Now read both to their ends (the final summary and the trace's
         # end come once the writer can write).
@@ -124,7 +134,7 @@ def stuck_readers(exe, tc, with_trace):
         et.join()
         stderr = b''.join(err).decode(errors='replace')
         text = b''.join(out).decode(errors='replace')
-        if p.returncode != 0 or not os.path.exists(done):
+        if p.returncode != 0 or not os.path.exists(os.path.join(d, 'done')):
             print(f'FAIL: exit status {p.returncode}\n{stderr[-2000:]}')
             return 1
         made = int(open(os.path.join(d, 'made')).read().split()[0])
@@ -205,32 +215,7 @@ def merged_time_windows(exe):
         env = {k: v for k, v in os.environ.items() if not k.startswith('PROF')}
         env.update(PROF='1', PROF_SUMMARY='stdout', PROF_SUMMARY_EVERY='2ms',
                    PROF_SUMMARY_FORMAT='json', PROF_BUFFER='1M')
-        # The program runs 2 s, then until DIR/stop: until it said that
-        # periodic summaries are merged (the queue is full; later on a
-        # loaded machine, where the collector makes them late).
-        stop = os.path.join(d, 'stop')
-        merged_said = 'periodic summaries are merged'
-        p = subprocess.Popen([exe, 'summary', d, '2', '0.5'], env=env, stdout=w,
-                             stderr=subprocess.PIPE)
-        os.close(w)
-        err = []
-
-        def read_err():
-            for line in p.stderr:
-                err.append(line)
-                if merged_said.encode() in line and not os.path.exists(stop):
-                    open(stop, 'w').close()
-        et = threading.Thread(target=read_err)
-        et.start()
-        done = os.path.join(d, 'done')
-        end = time.monotonic() + 2 + HANG_S
-        while not os.path.exists(done) and p.poll() is None and time.monotonic() < end:
-            time.sleep(0.05)
-        if not os.path.exists(stop):
-            open(stop, 'w').close()     # the hang guard: never said (a FAIL below)
-            while not os.path.exists(done) and p.poll() is None and \
-                    time.monotonic() < end + HANG_S:
-                time.sleep(0.05)
+        p, err, et = run_until_merged(exe, d, ['2', '0.5'], env, w, 2)
         out = []
         read_all(r, out)
         try:

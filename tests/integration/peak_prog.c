@@ -24,29 +24,7 @@
 
 #include "prof.h"
 
-#define MB (1024ull * 1024ull)
-
-static unsigned long long vm_hwm(void)
-{
-    char line[256];
-    unsigned long long kb = 0;
-    FILE *f = fopen("/proc/self/status", "r");
-
-    if (f == NULL)
-        return 0;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb * 1024;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-
-    nanosleep(&ts, NULL);
-}
+#include "mem_check.h"
 
 static double thread_cpu_ms(void)
 {
