@@ -36,14 +36,15 @@ static double thread_cpu_ms(void)
 
 /* Compute until this thread has used ms of CPU: its CPU-time timer fires
  * in it however busy the machine is. */
-static void spin_cpu_ms(double ms)
+static unsigned long spin_cpu_ms(double ms)
 {
-    static volatile unsigned long sink;
+    volatile unsigned long sink = 0;
     double end = thread_cpu_ms() + ms;
 
     while (thread_cpu_ms() < end)
         for (int i = 0; i < 10000; i++)
             sink += (unsigned long)i;
+    return sink;
 }
 
 static char *touch(size_t bytes)
