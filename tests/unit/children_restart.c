@@ -28,6 +28,9 @@ int main(void)
     int status;
     pid_t pid;
 
+    if (TEST_TSAN)
+        SKIP("ThreadSanitizer cannot run a forked child that starts a thread");
+
     {
         PROF_ZONE("parent");
     }
