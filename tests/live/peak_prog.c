@@ -30,7 +30,7 @@ static double thread_cpu_ms(void)
 
 /* Compute until this thread has used ms of CPU: its CPU-time timer fires
  * in it however busy the machine is. */
-static void spin_cpu_ms(double ms)
+static unsigned long spin_cpu_ms(double ms)
 {
     volatile unsigned long sink = 0;
     double end = thread_cpu_ms() + ms;
@@ -38,6 +38,7 @@ static void spin_cpu_ms(double ms)
     while (thread_cpu_ms() < end)
         for (int i = 0; i < 10000; i++)
             sink = sink + (unsigned long)i;
+    return sink;
 }
 
 int main(int argc, char **argv)
@@ -56,14 +57,14 @@ int main(int argc, char **argv)
             return 2;
         }
         memset(loaded, 1, bytes);    /* every page resident */
-        spin_cpu_ms(40);
+        (void)spin_cpu_ms(40);
     }
     printf("ready\n");
     fflush(stdout);
     while (now_s() < end) {
         {
             PROF_ZONE("work");
-            spin_cpu_ms(1);
+            (void)spin_cpu_ms(1);
         }
         {
             struct timespec ts = { 0, 5000000 };
