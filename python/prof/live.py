@@ -41,8 +41,8 @@ VERSION = 1
 # Additions a reader of VERSION may ignore (live.h): 1, the GPU entries;
 # 2, the GPU stages' kernel entries (PROF_CUDA=kernels); 3, the process's
 # pid and time namespaces and its start time; 4, the process's memory;
-# 5, the rows' on-CPU time.
-MINOR = 5
+# 5, the rows' on-CPU time; 6, the rows' peak rises.
+MINOR = 6
 PREFIX = "prof-live-"
 # The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO): its
 # processes' files have the plain name prof-live-PID.
@@ -58,6 +58,8 @@ _MEM = struct.Struct("=QQQ")
 _GPU_MEM = struct.Struct("=QQ")    # minor 4: after _GPU in a GPU entry
 _CPU = struct.Struct("=Q")         # minor 5: one a row, at cpu_off
 _CPU_UNKNOWN = 0xFFFFFFFFFFFFFFFF  # PROF_LIVE_CPU_UNKNOWN: not measured
+# Minor 6: one a row after the on-CPU times; PROF_LIVE_PEAK_UNKNOWN: not measured
+_PEAK_UNKNOWN = 0xFFFFFFFFFFFFFFFF
 _SEQ_OFFSET = 24
 _PID_OFFSET = 40
 _IDENT_OFFSET = 312       # pid_ns, time_ns (uint32), start_ticks (uint64)
@@ -530,6 +532,13 @@ def _parse(data, path="the live file"):
             raise bad("%d on-CPU times at %d do not fit between the rows at %d and the GPU "
                       "entries at %d" % (nrows, cpu_off, names_at, names_end))
         cpu = [_CPU.unpack_from(data, cpu_off + i * _CPU.size)[0] for i in range(nrows)]
+    peak = None   # a writer from before minor version 6
+    if minor >= 6 and cpu_off:
+        peak_off = cpu_off + nrows * _CPU.size
+        if nrows * _CPU.size > names_end - peak_off:
+            raise bad("%d peak rises at %d do not fit before the GPU entries at %d"
+                      % (nrows, peak_off, names_end))
+        peak = [_CPU.unpack_from(data, peak_off + i * _CPU.size)[0] for i in range(nrows)]
     names_len = names_end - names_at
     rows = []
     for i in range(nrows):
@@ -564,6 +573,10 @@ def _parse(data, path="the live file"):
             # Of self_ns, the time on a CPU; None where not measured (or
             # not published). Never more than self_ns.
             "cpu_ns": None if cpu is None or cpu[i] == _CPU_UNKNOWN else min(cpu[i], self_ns),
+            # How much the process's peak RSS rose while the row's stage
+            # ran (every path of its name together), whole run, bytes;
+            # None where not measured (or not published).
+            "peak_rise_bytes": None if peak is None or peak[i] == _PEAK_UNKNOWN else peak[i],
         })
     for i, k in kernels.items():
         if not rows[i]["gpu"]:

@@ -862,6 +862,17 @@ int prof_stats_row_cpu(const struct prof_row *r, uint64_t row_self, uint64_t *cp
     return (st.flags & PROF_STAGE_CPU) != 0;
 }
 
+int prof_stats_row_peak(const struct prof_row *r, uint64_t *bytes)
+{
+    /* As the summary's JSON: the rise is sampled with the on-CPU time. */
+    if (!prof_sampler_installed() || (r->stage->flags & PROF_STAGE_GPU)) {
+        *bytes = 0;
+        return 0;
+    }
+    *bytes = r->stage->run.peak_bytes;
+    return 1;
+}
+
 void prof_stats_fill(const struct prof_stage *s, int window, uint64_t wall_ns,
                      struct prof_stage_stats *out)
 {

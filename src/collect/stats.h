@@ -191,6 +191,10 @@ void prof_stats_row_done(struct prof_acc *tmp);
 /* The on-CPU part of row r's run self time row_self (as the summary's
  * cpu_ns): 1 and *cpu_ns where measured, else 0. Lock held. */
 int prof_stats_row_cpu(const struct prof_row *r, uint64_t row_self, uint64_t *cpu_ns);
+/* How much the process's peak resident memory rose while row r's stage
+ * ran, whole run (as the summary's peak_rise_bytes): 1 and *bytes where
+ * measured (the sampler is installed, not a GPU stage), else 0. Lock held. */
+int prof_stats_row_peak(const struct prof_row *r, uint64_t *bytes);
 
 /* For prof_stats_list(), which orders with the lock released: every stage
  * (*n of them, in no order; free() the array), and, with the tree built,

@@ -64,6 +64,7 @@ int prof_stats_snap_take_locked(struct prof_stats_snap *s, size_t max_rows)
         r->cpu_known = prof_stats_row_cpu(pr, r->self_ns, &r->cpu_ns);
         if (!r->cpu_known)
             r->cpu_ns = 0;
+        r->peak_known = prof_stats_row_peak(pr, &r->peak_rise_bytes);
         s->gpu_stages += (st->flags & PROF_STAGE_GPU) != 0;
     }
     prof_rows_free(&rows);

@@ -21,6 +21,8 @@ struct prof_stats_snap_row {
     double p50_ns, p95_ns, p99_ns;                 /* of the window */
     uint64_t cpu_ns;             /* of self_ns, on a CPU (the summary's cpu_ns) */
     int cpu_known;               /* cpu_ns was measured (PROF_STAGE_CPU) */
+    uint64_t peak_rise_bytes;    /* the stage's rise of the process's peak RSS, whole run */
+    int peak_known;              /* peak_rise_bytes was measured (sampler on, not GPU) */
 };
 
 struct prof_stats_snap {

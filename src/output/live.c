@@ -507,10 +507,11 @@ static void file_write(const struct prof_live_snap *s)
     /* The memory entry between the names and the GPU entries: a reader
      * before minor 4 takes it for bytes past the last name. */
     mem_off = (names_at + names + 7) & ~(size_t)7;
-    /* The rows' on-CPU times after it, before the GPU entries: a reader
-     * before minor 5 takes them for bytes past the last name too. */
+    /* The rows' on-CPU times after it, then their peak rises, before the
+     * GPU entries: a reader before minor 5 (6) takes them for bytes past
+     * the last name too. */
     cpu_off = mem_off + (s->mem_known ? sizeof *fm : 0);
-    gpu_off = cpu_off + s->table.len * sizeof *fc;
+    gpu_off = cpu_off + 2 * s->table.len * sizeof *fc;
     kern_off = gpu_off + (size_t)s->ngpus * sizeof *fg;
     size = kern_off + (size_t)s->nkst * sizeof *fk;
     /* Odd before the file may grow: a reader of the old size retries.
@@ -622,6 +623,10 @@ static void file_write(const struct prof_live_snap *s)
     fc = (uint64_t *)(map + cpu_off);
     for (size_t i = 0; i < s->table.len; i++)
         fc[i] = s->table.rows[i].cpu_known ? s->table.rows[i].cpu_ns : PROF_LIVE_CPU_UNKNOWN;
+    fc += s->table.len;
+    for (size_t i = 0; i < s->table.len; i++)
+        fc[i] = s->table.rows[i].peak_known ? s->table.rows[i].peak_rise_bytes
+                                             : PROF_LIVE_PEAK_UNKNOWN;
     if (s->mem_known) {
         fm = (struct prof_live_file_memory *)(map + mem_off);
         fm->rss = s->rss;

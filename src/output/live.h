@@ -67,7 +67,8 @@ struct prof_live_snap {
  * then (minor version 1) ngpus GPU entries at gpu_off, 8-aligned, then
  * (minor version 2) nkern kernel entries at kern_off, 8-aligned. Between
  * the names and the GPU entries: (minor version 4) the memory entry at
- * mem_off, then (minor version 5) the rows' on-CPU times at cpu_off.
+ * mem_off, then (minor version 5) the rows' on-CPU times at cpu_off,
+ * then (minor version 6) the rows' peak rises right after them.
  * Written seqlock-style: seq is odd while the writer is inside; a reader
  * reads seq, the table, seq again, and retries unless both are the same
  * even number. Native byte order (readers are on the same host).
@@ -82,7 +83,7 @@ struct prof_live_snap {
  * the fields it knows from the front of each. */
 #define PROF_LIVE_MAGIC "PROFLIVE"
 #define PROF_LIVE_VERSION 1
-#define PROF_LIVE_MINOR 5
+#define PROF_LIVE_MINOR 6
 #define PROF_LIVE_PREFIX "prof-live-"
 /* The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO, fixed
  * since Linux 3.8): a process there keeps the plain name prof-live-PID;
@@ -109,7 +110,13 @@ struct prof_live_file_header {
      * (8-aligned, after the memory entry, before the GPU entries): of
      * the row's self_ns, the time its thread ran on a CPU,
      * PROF_LIVE_CPU_UNKNOWN where not measured (PROF_CPU=0, a GPU
-     * stage). 0 in a minor 0-4 file. */
+     * stage). 0 in a minor 0-4 file.
+     * Minor 6: then, at cpu_off + 8 * nrows, the rows' peak rises, nrows
+     * uint64_t: how much the process's peak resident memory rose while
+     * the row's stage ran (every path of its name together), whole run,
+     * bytes; PROF_LIVE_PEAK_UNKNOWN where not measured (as the on-CPU
+     * time). The header has no room left for an offset of its own, and a
+     * larger header would be refused by a reader of this one. */
     uint32_t cpu_off;            /* offset 308 */
     /* Minor 3: who the process is beyond its pid, so that a reader in
      * another pid namespace (a container sharing /dev/shm) neither takes
@@ -163,6 +170,8 @@ struct prof_live_file_kernels {
 
 /* A row's on-CPU time where it was not measured. */
 #define PROF_LIVE_CPU_UNKNOWN UINT64_MAX
+/* A row's peak rise where it was not measured. */
+#define PROF_LIVE_PEAK_UNKNOWN UINT64_MAX
 
 /* The collector's hook: once a PROF_LIVE_PERIOD_NS, a snapshot (lock
  * held), written to the live file with the lock released, then handed to

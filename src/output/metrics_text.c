@@ -182,6 +182,21 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
         put_seconds(b, (double)s->table.rows[i].cpu_ns);
         prof_buf_put(b, "\n", 1);
     }
+    /* How much the process's peak resident memory rose while the stage
+     * ran, for the rows that have it (sampled with the on-CPU time): the
+     * family is left out where no row has it (PROF_CPU=0). */
+    for (size_t i = 0, head = 0; i < s->table.len; i++) {
+        if (!s->table.rows[i].peak_known)
+            continue;
+        if (!head++)
+            prof_buf_puts(b, "# HELP prof_stage_peak_rise_bytes How much the process's peak "
+                             "resident memory rose while the stage ran (sampled), per stage, "
+                             "whole run.\n"
+                             "# TYPE prof_stage_peak_rise_bytes gauge\n");
+        stage_sample(b, "prof_stage_peak_rise_bytes", &names, &paths[i], rank, "} ");
+        prof_buf_u64(b, s->table.rows[i].peak_rise_bytes);
+        prof_buf_put(b, "\n", 1);
+    }
     /* Quantiles of the current summary window (the whole run without
      * PROF_SUMMARY_EVERY); _sum and _count of the whole run, as a
      * summary's are cumulative. */

@@ -116,7 +116,7 @@ def test_no_kernel_figures_in_events_mode(env, kernels_start, live, runtime_dir)
     assert r.returncode == 0, r.stderr
     assert all(x["kernels"] is None for x in json.loads(r.stdout)["rows"]), r.stdout
     data = live._read(os.path.join(runtime_dir, "prof", "prof-live-%d" % p.pid))
-    assert struct.unpack_from("=I", data, MINOR_AT)[0] == 5
+    assert struct.unpack_from("=I", data, MINOR_AT)[0] == 6
     assert struct.unpack_from("=II", data, KERN_AT)[1] == 0
 
 
