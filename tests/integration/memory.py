@@ -112,7 +112,7 @@ def test_json(tmp):
 
 def test_fork(tmp):
     if os.environ.get('PROF_TEST_SANITIZER', 'none') == 'thread':
-        print('fork part left out: ThreadSanitizer cannot run a forked child that starts a thread (the child's collector)')
+        print('fork part left out: ThreadSanitizer cannot run a forked child that starts a thread')
         return
     out = os.path.join(tmp, 'summary-%p.jsonl')
     r = common.run(['fork'], env=common.clean_env(

@@ -116,7 +116,7 @@ def test_burst(tmp):
 
 def test_fork(tmp):
     if os.environ.get('PROF_TEST_SANITIZER', 'none') == 'thread':
-        print('fork part left out: ThreadSanitizer cannot run a forked child that starts a thread (the child's collector)')
+        print('fork part left out: ThreadSanitizer cannot run a forked child that starts a thread')
         return
     if MEMORY_PROG is None:
         common.skip('no memory_prog')

@@ -1,7 +1,10 @@
 /* cpu_prog.c - a running prof process for the on-CPU figure in the live
- * outputs: a loop of "spin" (2 ms of busy loop) and "sleep" (2 ms of
+ * outputs: a loop of "spin" (2 ms of busy loop) and "sleep" (20 ms of
  * nanosleep) zones, a step each, for SECONDS seconds. "ready" once the
- * first loop is done. */
+ * first loop is done. The sleep is the longer: a sample whose CPU time
+ * was spent in the spin may be taken at the sleep's edge (the kernel
+ * notices an expired CPU timer at its tick), and such a sample weighs
+ * against 20 ms of sleep, not 2. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -33,7 +36,7 @@ int main(int argc, char **argv)
         }
         {
             PROF_ZONE("sleep");
-            struct timespec ts = { 0, 2000000 };
+            struct timespec ts = { 0, 20000000 };
 
             nanosleep(&ts, NULL);
         }
