@@ -347,19 +347,6 @@ size_t prof_fmt_fixed(char *buf, size_t size, double v, int decimals)
     return out_end(&o);
 }
 
-void prof_fmt_dur(char *buf, size_t size, double ns)
-{
-    static const struct { double below, scale; int decimals; const char *unit; } u[] = {
-        {1e3, 1, 0, " ns"}, {1e6, 1e3, 2, " us"}, {1e9, 1e6, 2, " ms"}, {0, 1e9, 3, " s"},
-    };
-    size_t i = 0, n;
-
-    while (i < 3 && !(ns < u[i].below))
-        i++;
-    n = prof_fmt_fixed(buf, size, ns / u[i].scale, u[i].decimals);
-    snprintf(buf + n, size - n, "%s", u[i].unit);
-}
-
 size_t prof_fmt_sig(char *buf, size_t size, double v, int sig)
 {
     struct out o = {buf, size, 0};

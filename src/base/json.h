@@ -46,10 +46,6 @@ size_t prof_fmt_us(char *out, uint64_t ns);
 size_t prof_fmt_fixed(char *out, size_t size, double v, int decimals);
 size_t prof_fmt_sig(char *out, size_t size, double v, int sig);
 size_t prof_fmt_json_double(char *out, size_t size, double v);
-/* A duration in ns as the summary's table shows it ("1.50 us"), whatever
- * the program's locale: the summary, the cross-rank table and loss.c's
- * line all say durations this way. */
-void prof_fmt_dur(char *buf, size_t size, double ns);
 void prof_buf_free(struct prof_buf *b);
 /* Hand b's text to an snprintf-style caller and free b: returns the
  * length the whole text needs; buf gets the text cut to size - 1 bytes,

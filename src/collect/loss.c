@@ -7,10 +7,10 @@
 
 #include "prof.h"
 #include "env.h"
-#include "json.h"
 #include "log.h"
 #include "loss.h"
 #include "registry.h"
+#include "units.h"
 #include "zone.h"
 
 static struct prof_loss run, win;

@@ -20,7 +20,8 @@
  * The bottleneck check's idle attribution (which CPU stage the GPU waited
  * for) is gpu_idle.c's, settled on these tracks. This file computes the
  * figures (prof_gpu_figures_get, prof_gpu_live_locked, the published busy
- * ratio); gpu_format.c writes them as text, JSON and metric lines.
+ * ratio); the summary's writers and gpu_format.c (metric lines) write
+ * them.
  *
  * Threads: every hook runs with the runtime lock held (one thread at a
  * time); the metric is published under pub_lock for the metrics thread. */

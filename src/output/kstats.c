@@ -21,7 +21,7 @@
 
 #define KS_SPANS 32
 #define KS_NAMES 16
-#define KS_TOP 3
+#define KS_TOP PROF_KSTATS_TOP
 #define KS_PUB PROF_KSTATS_PUB      /* stages in the metrics, the busiest */
 
 struct kname {
@@ -180,52 +180,24 @@ static const struct kacc *view_of(const struct prof_stage *s, int window)
     return a != NULL && a->count > 0 ? a : NULL;
 }
 
-void prof_kstats_text(struct prof_buf *b, const struct prof_stage *s, int window, int indent)
+int prof_kstats_figures(const struct prof_stage *s, int window, struct prof_kstats_figures *out)
 {
     const struct kacc *a = view_of(s, window);
     struct kname top[KS_TOP];
-    char d[24];
-    unsigned i, n;
+    unsigned i;
 
+    memset(out, 0, sizeof *out);
     if (a == NULL)
-        return;
-    prof_fmt_dur(d, sizeof d, (double)busy_of(a));
-    prof_buf_printf(b, "%*sbusy %s, %llu kernel%s", indent, "", d, (unsigned long long)a->count,
-                    a->count == 1 ? "" : "s");
-    n = top_of(a, top);
-    for (i = 0; i < n; i++) {
-        char pct[16];
-
-        prof_fmt_fixed(pct, sizeof pct,
-                       a->total_ns ? 100.0 * (double)top[i].ns / (double)a->total_ns : 0.0, 0);
-        char name[PROF_NAME_ROOM];
-
-        prof_fmt_name(name, sizeof name, top[i].name, PROF_NAME_COLS);
-        prof_buf_printf(b, "%s %s %s%%", i ? "," : ":", name, pct);
+        return 0;
+    out->busy_ns = busy_of(a);
+    out->count = a->count;
+    out->total_ns = a->total_ns;
+    out->ntop = top_of(a, top);
+    for (i = 0; i < out->ntop; i++) {
+        out->top[i].name = top[i].name;
+        out->top[i].ns = top[i].ns;
     }
-    prof_buf_puts(b, "\n");
-}
-
-void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window)
-{
-    const struct kacc *a = view_of(s, window);
-    struct kname top[KS_TOP];
-    unsigned i, n;
-
-    if (a == NULL)
-        return;
-    prof_buf_printf(b, ",\"kernels\":{\"busy_ns\":%llu,\"count\":%llu,\"total_ns\":%llu,\"top\":[",
-                    (unsigned long long)busy_of(a), (unsigned long long)a->count,
-                    (unsigned long long)a->total_ns);
-    n = top_of(a, top);
-    for (i = 0; i < n; i++) {
-        prof_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-        prof_buf_json_string(b, top[i].name);
-        prof_buf_printf(b, ",\"ns\":%llu,\"share\":", (unsigned long long)top[i].ns);
-        prof_buf_double(b, a->total_ns ? (double)top[i].ns / (double)a->total_ns : 0.0);
-        prof_buf_puts(b, "}");
-    }
-    prof_buf_puts(b, "]}");
+    return 1;
 }
 
 int prof_kstats_live_locked(const struct prof_stage *s, struct prof_kstats_live *out)

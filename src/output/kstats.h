@@ -7,21 +7,28 @@
 
 #include <stdint.h>
 
-#include "json.h"
 #include "sink.h"
 
 struct prof_stage;
 
 extern const struct prof_sink prof_kstats_sink;
 
-/* The summary's line under GPU stage s, indented by indent spaces:
- * "busy 1.20ms, 12 kernels: gemm 60%, relu 30%, (memcpy) 10%". Nothing
- * when s ran no kernel in the view (window: the current window's). */
-void prof_kstats_text(struct prof_buf *b, const struct prof_stage *s, int window, int indent);
-
-/* The same as the JSON member ,"kernels":{...} of the stage; nothing
- * when it ran none. */
-void prof_kstats_json(struct prof_buf *b, const struct prof_stage *s, int window);
+/* What GPU stage s ran in a view (window: the current window's, else the
+ * run's), for the summary's kernel line and JSON member: its kernels'
+ * busy time (the union of their intervals), their number, their time
+ * summed (the whole the top kernels' shares are of) and the top kernels
+ * by time, most first. 1 when s ran kernels in the view, else 0 and *out
+ * zeroed. Names are interned (valid until exit). */
+#define PROF_KSTATS_TOP 3
+struct prof_kstats_figures {
+    uint64_t busy_ns, count, total_ns;
+    unsigned ntop;
+    struct {
+        const char *name;
+        uint64_t ns;
+    } top[PROF_KSTATS_TOP];
+};
+int prof_kstats_figures(const struct prof_stage *s, int window, struct prof_kstats_figures *out);
 
 /* For the metrics thread (metrics.c writes them, labelled as its other
  * per-stage metrics): the busiest GPU stages (at most PROF_KSTATS_PUB),

@@ -9,7 +9,6 @@
 
 #include <stdint.h>
 
-#include "json.h"
 #include "sink.h"
 
 #define PROF_MEM_PERIOD_NS 100000000ull    /* 100 ms */
@@ -32,15 +31,5 @@ void prof_mem_figures(int window, struct prof_mem_figures *out);
 
 /* A periodic summary closed the window (collector.c). */
 void prof_mem_window_close(void);
-
-/* The summary's words: ", rss 1.23 GiB, peak 1.50 GiB". */
-void prof_mem_summary_text(struct prof_buf *b, int window);
-
-/* The JSON member ,"memory":{...} of a summary section (null where
- * unknown). */
-void prof_mem_summary_json(struct prof_buf *b, int window);
-
-/* Bytes as the summary shows them: "512 KiB", "205.3 MiB", "1.23 GiB". */
-void prof_fmt_bytes(char *buf, size_t size, uint64_t bytes);
 
 #endif

@@ -23,6 +23,7 @@
 #include "ranks.h"
 #include "ranks_table.h"
 #include "summary.h"
+#include "units.h"
 
 /* The on-CPU share is shown for a stage with at least this much sampled
  * self time over the ranks (10 sampling periods of 4 ms), as in the
