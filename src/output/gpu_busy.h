@@ -6,7 +6,8 @@
  * threads that launched GPU work, the stage those threads were in while
  * the GPU was idle (the ML profiling checklist's bottleneck check,
  * gpu_idle.c). The figures are computed here once; the summary's writers
- * (summary_text.c, summary_json.c) and gpu_format.c write them. Collector side: every call with the runtime lock held, except
+ * (summary_text.c, summary_json.c) and gpu_format.c write them. Collector
+ * side: every call with the runtime lock held, except
  * prof_gpu_busy_published. */
 #ifndef PROF_GPU_BUSY_H
 #define PROF_GPU_BUSY_H

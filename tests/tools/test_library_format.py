@@ -1,7 +1,8 @@
 """The tools share the library's definitions (issues 19 and 21): the
 histogram of tools/prof_tools.py gives the buckets and quantiles of
 src/base/hist.c, and prof-report's table prints a run's numbers as the
-runtime's own table does (src/base/json.c: prof_fmt_dur; src/output/summary.c: wall%).
+runtime's own table does (src/base/units.c: prof_fmt_dur;
+src/output/summary_text.c: wall%).
 The library's side comes from two small programs built with the tests
 (tests/tools/meson.build); run outside meson, they are looked for in the
 source tree's build directories, and the tests are skipped without them."""
