@@ -124,10 +124,11 @@ struct prof_summary_model {
 
 /* Gather the summary of kind, in format, as of step `step` and time
  * now_ns (prof_summary_format's arguments; windows: the periods a
- * periodic one by time covers), with the workers children lists. The
- * model is this file's own (one at a time, lock held): read it, then
- * prof_summary_model_free. The run's text summary also hands the trace
- * the GPU tracks' last busy bins (prof_gpu_bins_final). */
+ * periodic one by time covers); children: the forked workers it lists
+ * (summary.c asks the hook). The model is this file's own (one at a
+ * time, lock held): read it, then prof_summary_model_free. The run's
+ * text summary also hands the trace the GPU tracks' last busy bins
+ * (prof_gpu_bins_final). */
 const struct prof_summary_model *
 prof_summary_model_get(int format, enum prof_summary_kind kind, uint64_t step, uint64_t now_ns,
                        uint64_t windows, const struct prof_children_ended *children);
