@@ -51,7 +51,8 @@ static void wall_cover_locked(uint64_t start_ns)
 const struct prof_sink *const prof_sinks_collect[] = {&prof_stats_sink, NULL};
 const struct prof_sink *const *prof_sinks = prof_sinks_collect;
 
-/* What a drain of one ring decides once, not per record: the sinks that
+/* What a drain of one ring decides once, not per record: the thread's
+ * children sums (selftime.c's, one pointer for the pass), the sinks that
  * take zones now (a trace that is off costs nothing per record), and
  * whether the thread lost records in this window (its stages are marked
  * short). */
