@@ -20,6 +20,13 @@ static struct prof_loss run, win;
  * it. Starts at 1, so that a new thread (0) has lost none. */
 static uint64_t window_gen = 1;
 
+static int said;                 /* the window's line is out */
+/* When the last line went out: at most one every PROF_LOSS_QUIET_NS, so
+ * that windows of 10 ms or of one short step do not flood stderr (their
+ * summaries say the rest). */
+static uint64_t said_ns;
+#define PROF_LOSS_QUIET_NS (10 * 1000000000ull)
+
 /* A thread's own: the window it last lost records in, made at its first
  * loss (its slot's side[PROF_SIDE_LOSS]; none: 0), freed when it is gone.
  * Every thread's are listed: what a forked child forgets, and where leak
@@ -78,12 +85,6 @@ void prof_loss_atfork_child(void)
             loss_thread_free(lt);
     }
 }
-static int said;                 /* the window's line is out */
-/* When the last line went out: at most one every PROF_LOSS_QUIET_NS, so
- * that windows of 10 ms or of one short step do not flood stderr (their
- * summaries say the rest). */
-static uint64_t said_ns;
-#define PROF_LOSS_QUIET_NS (10 * 1000000000ull)
 
 void prof_loss_size(char *buf, size_t size, uint64_t records)
 {
@@ -118,7 +119,7 @@ uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns
     if (lost == 0)
         return 0;
     /* Out of memory for its state: counted as a thread new to the
-     * window, and its stages not marked. */
+     * window and the run, and its stages not marked. */
     lt = loss_thread(t);
     last = lt != NULL ? lt->window : 0;
     new_win = last != window_gen;
