@@ -100,9 +100,12 @@ static uint64_t paths_nohist;       /* nodes past PROF_STATS_PATH_HISTS */
 static uint32_t tree_gen;
 
 /* A call site's stage is its name's: the sites of one name share it. */
+const char *prof_stats_site_raw;
+const struct prof_site_ *prof_stats_site;
 static const char *canonical(const char *raw)
 {
-    raw = prof_site_name(raw);
+    prof_stats_site = prof_site_of(prof_stats_site_raw = raw);
+    raw = prof_stats_site != NULL ? prof_stats_site->name : raw;
     return raw == NULL ? prof_intern("(null)") : prof_intern(raw);
 }
 

@@ -19,7 +19,9 @@
  * UTF-8, a name longer than the table's column); PROF_SUMMARY_EVERY=3
  * makes two periodic summaries, then a demand summary in each format
  * (prof_summary_snprint), the by-name statistics (prof_stats_list) and
- * the final summary at prof_shutdown. Threads run one at a time, each
+ * the final summary at prof_shutdown. On-CPU samples (and rises of the
+ * peak with them) are pushed as the sampler's handler pushes them, at
+ * chosen times with chosen values. Threads run one at a time, each
  * drained before the next, so that the trace's lines come in one order.
  *
  *     outputs_golden DIR     writes DIR/demand.txt, DIR/demand.json,
@@ -64,6 +66,55 @@ int golden_clock_gettime(clockid_t id, struct timespec *ts)
     return clock_gettime(id, ts);
 }
 
+/* The on-CPU sampler's timers (src/capture/sampler.c), renamed like the
+ * clock: made and armed, never firing. Its samples are cpu() below. */
+int golden_timer_create(clockid_t id, struct sigevent *ev, timer_t *timer);
+int golden_timer_settime(timer_t timer, int flags, const struct itimerspec *it,
+                         struct itimerspec *old);
+int golden_timer_delete(timer_t timer);
+
+int golden_timer_create(clockid_t id, struct sigevent *ev, timer_t *timer)
+{
+    (void)id;
+    (void)ev;
+    *timer = (timer_t)(uintptr_t)1;
+    return 0;
+}
+
+int golden_timer_settime(timer_t timer, int flags, const struct itimerspec *it,
+                         struct itimerspec *old)
+{
+    (void)timer;
+    (void)flags;
+    (void)it;
+    if (old != NULL)
+        memset(old, 0, sizeof *old);
+    return 0;
+}
+
+int golden_timer_delete(timer_t timer)
+{
+    (void)timer;
+    return 0;
+}
+
+/* An on-CPU sample now, as the sampler's signal handler pushes it: cpu_us
+ * of CPU time for the innermost open zone, and a rise of the process's
+ * peak resident memory with it. */
+static void cpu(uint64_t cpu_us, uint64_t peak_rise)
+{
+    struct prof_thread_ *t = prof_thread_self_;
+    uint32_t level = __atomic_load_n(&t->depth, __ATOMIC_RELAXED) & PROF_DEPTH_LEVEL_;
+    uint64_t now = __atomic_load_n(&fake_ns, __ATOMIC_RELAXED);
+
+    CHECK(level > 0);
+    prof_ring_push_(t, now, cpu_us * 1000u, t->names[level - 1], t->path, level - 1,
+                    PROF_RECORD_CPU_);
+    if (peak_rise != 0)
+        prof_ring_push_(t, now, peak_rise, t->names[level - 1], t->path, level - 1,
+                        PROF_RECORD_PEAK_);
+}
+
 /* The clock moves to T0 + t microseconds (never back). */
 static void at(uint64_t t_us)
 {
@@ -98,6 +149,7 @@ static void *loader(void *arg)
         prof_zone d = prof_zone_begin("decode");
 
         at(now_us() + 40 + 10 * (uint64_t)i);
+        cpu(30, 0);
         zone("resize", 25 + 5 * (uint64_t)round);
         at(now_us() + 5);
         prof_zone_end(&d);
@@ -105,6 +157,8 @@ static void *loader(void *arg)
     zone("q\"uote\\name", 7);
     return NULL;
 }
+
+static void wait_metrics(int steps);
 
 static void norm(uint64_t us)
 {
@@ -128,9 +182,20 @@ static void train_step(int s)
     prof_zone step = prof_zone_begin("step");
     prof_zone z;
 
-    zone("data", 300 + 50 * (uint64_t)(s % 3));
+    /* The first zone started the runtime: its live view's first tick
+     * comes now, with the clock still. (One that ran while the clock
+     * moves would measure its own cost on it and, taking that for a slow
+     * snapshot, put its next tick off: live.c.) */
+    if (s == 0)
+        wait_metrics(0);
+    z = prof_zone_begin("data");
+    at(now_us() + 20000);
+    cpu(1500, 0);                     /* data mostly waits */
+    at(now_us() + 20000 + 50 * (uint64_t)(s % 3));
+    prof_zone_end(&z);
     z = prof_zone_begin("forward");
     at(now_us() + 20);
+    cpu(16, s == 2 ? (uint64_t)64 << 20 : 0);   /* 64 MiB more, once */
     attn(3, 400 + 16 * (uint64_t)s);
     norm(60 + (uint64_t)s);
     zone(LONG_NAME, 11);
@@ -139,7 +204,10 @@ static void train_step(int s)
     at(now_us() + 30);
     norm(90 + 2 * (uint64_t)s);
     zone("bad\xff\xfename", 13);
-    at(now_us() + 700 + 10 * (uint64_t)s);
+    /* Long enough for a cpu% (40 ms of self time in the run), the whole
+     * run under the live view's second. */
+    at(now_us() + 45000 + 10 * (uint64_t)s);
+    cpu(41000 + 100 * (uint64_t)s, 4096u * (uint64_t)(s + 1));
     prof_zone_end(&z);
     zone("optimizer", 150);
     prof_counter("loss", 2.5 / (s + 1));
@@ -222,6 +290,22 @@ static void wait_metrics(int steps)
     CHECK_MSG(0, "%s never said %s", path, want);
 }
 
+/* The runner reads the live file (prof-top) while the process lives:
+ * DIR/ready says it may, DIR/go that it did. */
+static void live_handshake(const char *dir)
+{
+    char path[4096];
+
+    write_file(dir, "ready", "");
+    snprintf(path, sizeof path, "%s/go", dir);
+    for (int i = 0; i < 6000 && access(path, F_OK) != 0; i++)
+        usleep(10000);
+    CHECK_MSG(access(path, F_OK) == 0, "the runner never wrote %s", path);
+    CHECK(unlink(path) == 0);
+    snprintf(path, sizeof path, "%s/ready", dir);
+    CHECK(unlink(path) == 0);
+}
+
 int main(int argc, char **argv)
 {
     pthread_t th;
@@ -247,6 +331,8 @@ int main(int argc, char **argv)
      * file is written. */
     at(now_us() + 1100000);
     wait_metrics(6);
+    if (getenv("GOLDEN_LIVE") != NULL)
+        live_handshake(argv[1]);
     demand(argv[1], "demand.txt", PROF_FORMAT_TEXT);
     demand(argv[1], "demand.json", PROF_FORMAT_JSON);
     stats_list(argv[1]);

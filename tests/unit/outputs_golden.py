@@ -21,23 +21,36 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN = os.path.join(HERE, "golden")
+TOP = os.path.join(HERE, "..", "..", "tools", "prof-top")
 
 # (pattern, replacement), applied to every output in this order.
 MASKS = [
     # JSON keys whose values the run does not fix.
-    (re.compile(r'"(pid|tid|host|unix_time|realtime_minus_monotonic_ns|rss_bytes|'
-                r'peak_rss_bytes|rss_peak_bytes|hwm_bytes|[a-z_]*rss[a-z_]*)":'
-                r'("[^"]*"|-?[0-9.e+-]+)'), r'"\1":@'),
+    (re.compile(r'"(pid|tid|ns_pid|id|host|unix_time|time|start_ticks|pid_namespace|'
+                r'realtime_minus_monotonic_ns|[a-z_]*rss[a-z_]*)":( ?)'
+                r'("[^"]*"|-?[0-9.e+-]+)'), r'"\1":\2@'),
+    # What publishing the live file cost: measured on the clock the test
+    # moves, so it holds a move made meanwhile.
+    (re.compile(r'"(snapshot|publish|metrics)": [0-9.e+-]+'), r'"\1": @'),
+    # How often the live file was published: once more when the collector
+    # saw the clock at the start.
+    (re.compile(r'"(publishes|seq)": \d+'), r'"\1": @'),
     # The trace's memory counter: its value is the process's.
     (re.compile(r'("name":"[^"]*(?:RSS|rss|memory)[^"]*"[^\n]*"args":\{"[^"]*":)[0-9.e+-]+'),
      r'\1@'),
     # The text header: pid, host, resident memory.
     (re.compile(r'\bpid \d+'), 'pid @'),
-    (re.compile(r'\bon [A-Za-z0-9._-]+'), 'on @'),
     (re.compile(r'(\bpid=)\d+'), r'\1@'),
-    (re.compile(r'[0-9.]+ [KMGT]?i?B\b'), '@B'),
+    (re.compile(r'\b(rss|peak) [0-9.]+ [KMGT]?i?B( \(run [0-9.]+ [KMGT]?i?B\))?'), r'\1 @B'),
+    (re.compile(r'\(to [0-9.]+ [KMGT]?i?B\)'), '(to @B)'),
+    (re.compile(r', [0-9.]+ [KMGT]?i?B \(run\)'), ', @B (run)'),
+    (re.compile(r'\bhost \S+'), 'host @'),
+    # The trace's on-CPU track is named for its thread.
+    (re.compile(r'(prof\.on_cpu )\d+'), r'\1@'),
     # Prometheus: the process's own figures and the host label.
     (re.compile(r'^((?:prof_)?process_[a-z_]*(?:bytes|seconds)[a-z_]*(?:\{[^}]*\})?) .*$',
                 re.M), r'\1 @'),
@@ -57,7 +70,6 @@ def trace_lines(text):
     out and said once at its end: they land where the collector was when
     the clock moved (so do their timestamps), and the padding that keeps
     later lines page-aligned moves with them."""
-    json.loads(text)    # strict JSON, or the test fails here
     lines = [l.rstrip(" ") for l in text.split("\n")]
     rss = sorted(set(re.sub(r'"ts":[0-9.]+', '"ts":@', l)
                      for l in lines if '"name":"RSS MiB"' in l))
@@ -74,19 +86,35 @@ def run(prog, workdir, fmt):
             del env[k]
     env.update({
         "PROF": "1",
-        "PROF_CPU": "0",
+        "PROF_CPU": "1",
         "PROF_SUMMARY": os.path.join(out, "summary"),
         "PROF_SUMMARY_FORMAT": fmt,
         "PROF_SUMMARY_EVERY": "3steps",
         "PROF_TRACE": os.path.join(out, "trace.json"),
         "PROF_METRICS": os.path.join(out, "metrics.prom"),
     })
-    p = subprocess.run([prog, out], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=120)
+    env["GOLDEN_LIVE"] = "1"
+    p = subprocess.Popen([prog, out], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    live = {}
+    ready = os.path.join(out, "ready")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(ready) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if os.path.exists(ready):
+        for mode in ("--once", "--json"):
+            t = subprocess.run([sys.executable, TOP, str(p.pid), mode], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=60)
+            live["%s.top%s" % (fmt, mode.replace("--", "."))] = mask(t.stdout.decode("utf-8"))
+        open(os.path.join(out, "go"), "w").close()
+    try:
+        stdout, stderr = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        stdout, stderr = p.communicate()
     if p.returncode != 0:
         sys.exit("outputs_golden exited %d\nstdout:\n%s\nstderr:\n%s"
-                 % (p.returncode, p.stdout.decode(errors="replace"),
-                    p.stderr.decode(errors="replace")))
+                 % (p.returncode, stdout.decode(errors="replace"),
+                    stderr.decode(errors="replace")))
     files = {}
     for name in sorted(os.listdir(out)):
         with open(os.path.join(out, name), "rb") as f:
@@ -95,9 +123,11 @@ def run(prog, workdir, fmt):
         # names as the program gave them.
         text = raw.decode("utf-8", "backslashreplace" if name == "stats.txt" else "strict")
         if name == "trace.json":
-            text = trace_lines(text)
+            json.loads(text)    # strict JSON, or the test fails here
+            text = trace_lines(mask(text))
         files["%s.%s" % (fmt, name)] = mask(text)
-    files["%s.stderr" % fmt] = mask(p.stderr.decode("utf-8"))
+    files["%s.stderr" % fmt] = mask(stderr.decode("utf-8"))
+    files.update(live)
     return files
 
 
