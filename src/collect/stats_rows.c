@@ -20,8 +20,7 @@
 #include "stats.h"
 #include "stats_private.h"
 
-static uint32_t tree_gen;
-static int window_sort;
+static uint32_t tree_gen;           /* the path tree build (prof_node.gen) */
 
 /* The row of (the row above, stage): nodes of one stage under one row
  * share it. */
@@ -139,8 +138,10 @@ static int path_tree(struct path_build *b)
     return 0;
 }
 
-/* The heaviest-first heap of candidate rows (mark_heaviest's, by index). */
+/* The heaviest-first heap of candidate rows (as stats_tree.c's
+ * mark_heaviest, by index), ordered by the run's or the window's time. */
 static const struct prof_row *cand_rows;
+static int window_sort;
 
 static int cmp_cand(uint32_t a, uint32_t b)
 {
