@@ -22,9 +22,10 @@
  * (count, total, self: struct prof_path_ext), and each zone's duration
  * goes into one histogram: its node's own, or, for the stage's first node
  * and for nodes past PROF_STATS_PATH_HISTS, its stage's. So a stage seen
- * on one path costs what it did when rows were per name, and each zone
- * costs one histogram bucket either way. How rows and the per-name tree
- * are built from the nodes: stats_rows.c, stats_tree.c. */
+ * on one path costs its stage's numbers and no more (the drain's common
+ * case), and each zone costs one histogram bucket either way. How rows
+ * and the per-name tree are built from the nodes: stats_rows.c,
+ * stats_tree.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
