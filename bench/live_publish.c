@@ -62,7 +62,7 @@ static void *scraper(void *arg)
     return NULL;
 }
 
-/* Where src/output/live.c puts this process's file (prof_live_dir, prof_live_path). */
+/* Where src/output/live_dir.c puts this process's file (prof_live_dir, prof_live_name). */
 static void live_path(char *buf, size_t size)
 {
     const char *dir = getenv("XDG_RUNTIME_DIR");

@@ -174,16 +174,11 @@ static void slot_retire(struct prof_thread *t)
     if (t->levels != NULL)
         munmap(t->levels, sizeof *t->levels);
     t->levels = NULL;
-    if (t->child != NULL)
-        munmap(t->child, t->child_cap * sizeof *t->child);
-    t->child = NULL;
-    t->child_cap = 0;
     __atomic_fetch_add(&prof_slots_retired, 1, __ATOMIC_RELAXED);
 }
 
 /* A slot for a new thread: a freed one, cleared but for what it keeps
- * (its generation, its level tables, the collector's per-depth sums), or
- * a new mapping. */
+ * (its generation, its level tables), or a new mapping. */
 static struct prof_thread *slot_new(void)
 {
     struct prof_thread *t = slot_take();
@@ -200,8 +195,6 @@ static struct prof_thread *slot_new(void)
         const size_t kept_end = offsetof(struct prof_thread, enders) + sizeof t->enders;
         uint32_t gen = __atomic_load_n(&t->hot.depth, __ATOMIC_RELAXED) & ~(uint32_t)0xffff;
         struct prof_levels *levels = t->levels;
-        struct prof_children *child = t->child;
-        uint32_t child_cap = t->child_cap;
         char *p = (char *)t;
 
         _Static_assert(offsetof(struct prof_thread, hot.depth) <
@@ -214,8 +207,6 @@ static struct prof_thread *slot_new(void)
         memset(p + kept_end, 0, sizeof *t - kept_end);
         __atomic_store_n(&t->hot.depth, gen, __ATOMIC_RELAXED);
         t->levels = levels;
-        t->child = child;
-        t->child_cap = child_cap;
         return t;
     }
     t = mmap(NULL, state_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -377,8 +368,6 @@ void prof_thread_free(struct prof_thread *t)
         slot_retire(t);
         return;
     }
-    if (t->child != NULL)
-        memset(t->child, 0, t->child_cap * sizeof *t->child);
     slot_give(t);
 }
 
@@ -406,10 +395,8 @@ void prof_registry_atfork_child(void)
     self->hot.tail = self->hot.head;
     prof_ring_look_again(&self->hot);
     self->hot.dropped = self->hot.refused = self->hot.gap_dropped = 0;
-    self->dropped_seen = self->refused_seen = 0;
     self->top_end = self->uncov_short = 0;   /* the parent's time, not the child's */
-    if (self->child != NULL)
-        memset(self->child, 0, self->child_cap * sizeof *self->child);   /* still mapped */
     prof_sampler_atfork_child(self);
-    /* Its side state (the trace's) is the sinks' to reset: prof_trace_forget_parent. */
+    /* Its side state is its owners' to reset (prof_drain_atfork_child,
+     * prof_loss_atfork_child, prof_trace_forget_parent). */
 }

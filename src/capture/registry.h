@@ -1,5 +1,5 @@
 /* registry.h - one state per instrumented thread: its ring, its open-zone
- * stack, and the collector's per-thread bookkeeping. */
+ * stack, and pointers to the collector's own state of the thread. */
 #ifndef PROF_REGISTRY_H
 #define PROF_REGISTRY_H
 
@@ -7,21 +7,6 @@
 #include <time.h>
 
 #include "prof.h"
-
-/* Per depth, the zones that ended since the last zone one level up (its
- * children, if they lie inside it): their total and span, and the same for
- * the ones that ended before the last loss of records (a GAP record),
- * whose parent may have been lost (collector.c). */
-struct prof_children {
-    uint64_t ns, first, last;
-    uint64_t before_ns, before_first, before_last;
-    /* On-CPU samples (sampler.c) taken at this depth since its last zone
-     * ended: their CPU time, and the ticks of the first of them. */
-    uint64_t cpu_ns, cpu_first;
-    /* The rises of the process's peak resident memory those samples
-     * claimed (PROF_RECORD_PEAK_), in bytes. */
-    uint64_t peak_bytes;
-};
 
 /* The nesting state a thread needs only off the fast path (zone.c), for
  * every level up to PROF_DEPTH_LIMIT_: mapped with the slot, untouched
@@ -50,7 +35,7 @@ struct prof_levels {
  * exited is retired, never handed out again (its page stays, its level
  * tables and ring go), so no zone of a past thread ever matches a live
  * one. That costs a page per 65,535 thread lifetimes. */
-#define PROF_THREAD_SIDES_ 2
+#define PROF_THREAD_SIDES_ 5
 
 struct prof_thread {
     struct prof_thread_ hot;     /* first: the fast path (prof_impl.h) sees only this */
@@ -92,23 +77,17 @@ struct prof_thread {
     long rss_last;
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
     /* Collector-private from here on. */
-    /* Per depth, the zones ended since their parent last ended: their
-     * total time and the span [first start, last end] in ticks. Grown to
-     * the deepest depth seen (mapped). */
-    struct prof_children *child;
-    uint32_t child_cap;
-    uint64_t dropped_seen;
-    uint64_t refused_seen;
-    uint64_t loss_window;        /* the window it last lost records in (loss.c) */
     /* Time outside every zone (uncovered.h): the latest end of its zones
      * at depth 0 in ticks (0: none yet), the short spans not yet counted
      * (ticks), and whether it has stepped (only then is that time
      * counted). */
     uint64_t top_end, uncov_short;
     uint32_t steps;
-    /* The collector's outputs' own state for this thread (sink.h): side[k]
-     * belongs to the sink whose index is k, which allocates it, reads it
-     * and frees it when the thread is gone. The slot only carries it. */
+    /* The collector's own state for this thread (sink.h's PROF_SIDE_*):
+     * side[k] belongs to one part of the collect floor or one sink, which
+     * allocates it, reads it, and frees it when the thread is gone and in
+     * a forked child. The slot only carries it (cleared when the slot is
+     * handed out again). */
     void *side[PROF_THREAD_SIDES_];
 };
 

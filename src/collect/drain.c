@@ -5,13 +5,17 @@
  * children (which end first) have already been seen when it arrives, and
  * its self time is its duration minus what its children at depth + 1 added
  * up to since. Nothing waits for a parent to end. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "prof.h"
 #include "clock.h"
 #include "cuda.h"
+#include "dispatch.h"
 #include "kernels.h"
 #include "drain.h"
+#include "drain_gpu.h"
+#include "drain_window.h"
 #include "env.h"
 #include "loss.h"
 #include "map.h"
@@ -25,19 +29,7 @@
 #include "uncovered.h"
 #include "zone.h"
 
-/* Step summaries (PROF_SUMMARY_EVERY=Nsteps). A STEP record that ends a
- * window only marks its summary due (due_step, and where the next window
- * starts, due_cut_ns); the summary is formatted after the drain loop and
- * written before the collector drains again, so that what is held for
- * summaries is one at a time, whatever the step rate. On the collector
- * thread (prof_drain_exact_steps) a drain stops at a due STEP record while
- * its ring has little else waiting, so each window is cut exactly at its
- * step and gets its own summary; when the summaries cannot keep up (more waiting),
- * and in a drain for prof_flush or the exit, it goes on through the due
- * steps, and the one summary after the drain is labelled with the last of
- * them and covers every window since the last summary (merged_windows).
- * Never does a summary make the collector leave records in a ring. */
-static uint64_t due_step, due_cut_ns;
+/* How a step window is cut and its summary marked due: drain_window.c. */
 int prof_drain_exact_steps;     /* set around the collector thread's drain */
 int prof_drain_stopped;         /* a drain stopped at a due step */
 
@@ -59,36 +51,14 @@ static void wall_cover_locked(uint64_t start_ns)
 const struct prof_sink *const prof_sinks_collect[] = {&prof_stats_sink, NULL};
 const struct prof_sink *const *prof_sinks = prof_sinks_collect;
 
-/* Call a hook of every sink that has it (SINKS_ALL), or of every sink that
- * takes a record begun at ticks (SINKS_TAKE). */
-#define SINKS_ALL(hook, ...)                                                      \
-    do {                                                                          \
-        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
-            if ((*k_)->hook != NULL)                                              \
-                (*k_)->hook(__VA_ARGS__);                                         \
-    } while (0)
-#define SINKS_TAKE(hook, ticks, ...)                                              \
-    do {                                                                          \
-        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
-            if ((*k_)->hook != NULL && ((*k_)->wants == NULL || (*k_)->wants(ticks))) \
-                (*k_)->hook(__VA_ARGS__);                                         \
-    } while (0)
-/* SINKS_TAKE for a record made before prof_reset(): the statistics forget
- * it. */
-#define SINKS_TAKE_STALE(hook, ticks, ...)                                        \
-    do {                                                                          \
-        for (const struct prof_sink *const *k_ = prof_sinks; *k_ != NULL; k_++)  \
-            if (*k_ != &prof_stats_sink && (*k_)->hook != NULL &&                 \
-                ((*k_)->wants == NULL || (*k_)->wants(ticks)))                    \
-                (*k_)->hook(__VA_ARGS__);                                         \
-    } while (0)
-
-/* What a drain of one ring decides once, not per record: the sinks that
+/* What a drain of one ring decides once, not per record: the thread's
+ * children sums (selftime.c's, one pointer for the pass), the sinks that
  * take zones now (a trace that is off costs nothing per record), and
  * whether the thread lost records in this window (its stages are marked
  * short). */
 #define MAX_SINKS 8
 struct drain_ctx {
+    struct prof_self_thread *self;   /* the thread's children sums */
     const struct prof_sink *zone_sinks[MAX_SINKS];
     int nzone;
     int lossy;
@@ -114,7 +84,53 @@ struct drain_ctx {
  * the drain has passed it or the thread is gone). */
 static struct prof_map forget_at;
 
-static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
+/* A thread's losses already counted: the drops and refusals of its ring
+ * at its last drain (or at a reset, whose losses are forgotten). The
+ * drain's side state of the slot (side[PROF_SIDE_DRAIN]), made at its
+ * first drain, freed when it is gone. Every thread's are listed: what a
+ * forked child forgets, and where leak checkers find them. */
+struct drain_thread {
+    uint64_t dropped_seen, refused_seen;
+    struct prof_thread *thread;
+    struct drain_thread *next, *prev;
+};
+static struct drain_thread *drain_threads;
+
+/* NULL when out of memory. */
+static struct drain_thread *drain_thread(struct prof_thread *t)
+{
+    struct drain_thread *dt = t->side[PROF_SIDE_DRAIN];
+
+    if (dt != NULL || (dt = calloc(1, sizeof *dt)) == NULL)
+        return dt;
+    dt->thread = t;
+    dt->next = drain_threads;
+    if (drain_threads != NULL)
+        drain_threads->prev = dt;
+    drain_threads = dt;
+    t->side[PROF_SIDE_DRAIN] = dt;
+    return dt;
+}
+
+static void drain_thread_free(struct drain_thread *dt)
+{
+    if (dt->prev != NULL)
+        dt->prev->next = dt->next;
+    else
+        drain_threads = dt->next;
+    if (dt->next != NULL)
+        dt->next->prev = dt->prev;
+    dt->thread->side[PROF_SIDE_DRAIN] = NULL;
+    free(dt);
+}
+
+static void drain_thread_gone(struct prof_thread *t)
+{
+    if (t->side[PROF_SIDE_DRAIN] != NULL)
+        drain_thread_free(t->side[PROF_SIDE_DRAIN]);
+}
+
+static void drain_ctx_init(struct drain_ctx *dc, struct prof_thread *t)
 {
     dc->nzone = dc->need_start = 0;
     for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
@@ -123,6 +139,7 @@ static void drain_ctx_init(struct drain_ctx *dc, const struct prof_thread *t)
             dc->zone_sinks[dc->nzone++] = *k;
             dc->need_start |= *k != &prof_stats_sink;
         }
+    dc->self = prof_self_thread(t);
     dc->min_start = UINT64_MAX;
     dc->lossy = prof_loss_thread_lossy(t);
     /* A thread whose timer was never set up, or every thread once the
@@ -214,14 +231,14 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
     };
     int err = e.lane ? prof_self_lane_zone(t, e.lane, e.depth, r->start, r->end, e.dur_ns,
                                            &e.self_ns)
-                     : prof_self_zone(t, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
+                     : prof_self_zone(dc->self, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
     uint64_t from;
 
     if (e.depth == 0 && e.lane == 0 && !dc->stale && (from = prof_uncovered_zone(t, r->start, r->end)) != 0)
         take_uncovered(t, from, r->start, dc);
 
     /* Its on-CPU samples (sampler.c), which came before it in the ring. */
-    e.cpu_ns = prof_self_cpu_take(t, e.depth, r->start, &e.peak_bytes);
+    e.cpu_ns = prof_self_cpu_take(dc->self, e.depth, r->start, &e.peak_bytes);
     e.cpu_unsampled = dc->cpu_unsampled;
 
     if (err == 0 && dc->stale) {
@@ -265,98 +282,6 @@ static void skip_warm_up(uint64_t at_ns)
     prof_loss_reset();
 }
 
-/* A step window closes after the zones that were open at its step end.
- * The README's loop calls prof_step() last inside the iteration's zone, so
- * that zone ends just after the step: cut at the step record, it fell into
- * the next window (the first window held 99 of 100 iterations, the next
- * 101 and more than 100% of its wall time). So the summary of a step taken
- * with zones open is held until the stepping thread's first record that
- * begins at or after the step (its next iteration): the records before it
- * are the zones that were open at the step, ending. Held until the end of
- * the collector pass in which the stepping thread itself flushes (its
- * records are all in then), or in which its outermost zone open at the
- * step ended (zones nest: the inner ones ended before it; a thread idle
- * after its last step held the summary WINDOW_HOLD_NS without this), and
- * at most WINDOW_HOLD_NS: a thread that stays inside its zone after the
- * step (blocked, or descheduled on a busy machine) delays the summary that
- * long, then its zone goes to the next window, as an epoch's zone open
- * across many steps always does. */
-#define WINDOW_HOLD_NS 1000000000ull
-
-static struct {
-    struct prof_thread *t;       /* NULL: no window held */
-    uint64_t step, cut_ns, cut_ticks;
-    uint64_t since_ns;           /* when it was held */
-    int ended;                   /* its outermost zone open at the step ended */
-} held;
-
-/* The summary of the window that ends at step is due (formatted after
- * the drain). A later due step in the same drain merges with it. */
-static void mark_due(uint64_t step, uint64_t cut_ns)
-{
-    due_step = step;
-    due_cut_ns = cut_ns;
-}
-
-static void window_release_locked(void)
-{
-    struct prof_thread *t = held.t;
-
-    if (t == NULL)
-        return;
-    held.t = NULL;
-    /* A prof_reset() since the step began a fresh window after it. */
-    if (held.step >= prof_rt.window_start_step)
-        mark_due(held.step, held.cut_ns);
-}
-
-static void window_hold_locked(struct prof_thread *t, const prof_record_ *r, uint64_t cut_ns)
-{
-    window_release_locked();
-    if (r->depth == 0) {
-        mark_due(r->end, cut_ns);
-        return;
-    }
-    held.t = t;
-    held.ended = 0;
-    held.step = r->end;
-    held.cut_ns = cut_ns;
-    held.cut_ticks = r->start;
-    held.since_ns = prof_clock_now_ns();
-}
-
-/* Before a record of t is taken: whether it begins the held step's next
- * window (then the window is released: its summary is due). A GPU record
- * carries no time; a gap may hide anything. */
-static int window_check_locked(const struct prof_thread *t, const prof_record_ *r)
-{
-    uint32_t kind = r->kind & PROF_RECORD_KIND_MASK_;
-
-    /* A sample, taken in a zone still open, is the zone's, not the next
-     * window's. */
-    if (held.t != t || kind == PROF_RECORD_CUDA_ || kind == PROF_RECORD_KZONE_ ||
-        kind == PROF_RECORD_CPU_ || kind == PROF_RECORD_PEAK_)
-        return 0;
-    if (kind == PROF_RECORD_STEP_ || kind == PROF_RECORD_GAP_ || r->start >= held.cut_ticks) {
-        window_release_locked();
-        return 1;
-    }
-    if (kind == PROF_RECORD_ZONE_ && r->depth == 0)
-        held.ended = 1;     /* this window's; released at the pass's end */
-    return 0;
-}
-
-/* At the end of a collector pass (self: the pass runs on a recording
- * thread, inside prof_flush or a stats call). */
-static void window_pass_end_locked(void)
-{
-    if (held.t == NULL)
-        return;
-    if (held.ended || prof_thread_self_ == &held.t->hot ||
-        prof_clock_now_ns() - held.since_ns >= WINDOW_HOLD_NS)
-        window_release_locked();
-}
-
 static void take_record(struct prof_thread *t, const prof_record_ *r, struct drain_ctx *dc)
 {
     const struct prof_clock_map *cm = &dc->cm;
@@ -398,14 +323,14 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
             skip_warm_up(e.start_ns);
         /* Marked due here, formatted after the drain loop. On the
          * collector thread the drain stops right after this record (see
-         * due_step), so the summary is cut exactly at the step on the
+         * prof_drain_due_step_), so the summary is cut exactly at the step on the
          * thread that counts steps: its zones before the step are in the
          * window, the ones after are not. (Other threads are cut where the
          * drain happens to be; merged windows where the drain ended.) */
         if (prof_config_get()->every_steps && r->end % prof_config_get()->every_steps == 0 &&
             r->end > prof_rt.summary_step_done) {
             prof_rt.summary_step_done = r->end;
-            window_hold_locked(t, r, e.start_ns);
+            prof_drain_window_hold_locked(t, r, e.start_ns);
         }
         SINKS_TAKE(step, r->start, &e, r->end);
         break;
@@ -420,15 +345,15 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
             SINKS_ALL(gpu_launch, t, r->name, device);
         break;
     case PROF_RECORD_GAP_:
-        prof_self_gap(t);
+        prof_self_gap(dc->self);
         break;
     case PROF_RECORD_CPU_:
-        if (prof_self_cpu_sample(t, r->depth, r->start, r->end) != 0)
+        if (prof_self_cpu_sample(dc->self, r->depth, r->start, r->end) != 0)
             prof_rt.lost_memory++;
         SINKS_TAKE(cpu_sample, r->start, t, prof_clock_map_ns(cm, r->start), r->end);
         break;
     case PROF_RECORD_PEAK_:
-        if (prof_self_peak_sample(t, r->depth, r->end) != 0)
+        if (prof_self_peak_sample(dc->self, r->depth, r->end) != 0)
             prof_rt.lost_memory++;
         break;
     default:
@@ -447,15 +372,19 @@ static int drain(struct prof_thread *t)
      * written by their thread; once released, the thread may reuse them. */
     struct prof_ring_reader rd;
     struct drain_ctx dc;
+    struct drain_thread *dt = drain_thread(t);
     const prof_record_ *r;
     uint64_t lost, hint, taken = 0;
 
+    /* No memory for its state: its records wait for a pass that has some. */
+    if (dt == NULL)
+        return 1;
     /* Read before head: every loss counted here lies before a record
      * this drain takes, so the stages those records hold are marked. */
     lost = prof_ring_dropped(&t->hot);
     prof_clock_map_get(&dc.cm);
     prof_ring_read(&t->hot, &rd);
-    if (lost != t->dropped_seen) {
+    if (lost != dt->dropped_seen) {
         /* How far behind: the age of the oldest record waiting, else the
          * time since the last drain. */
         struct prof_ring_reader peek = rd;
@@ -465,13 +394,13 @@ static int drain(struct prof_thread *t)
         if (first != NULL && (first->kind == PROF_RECORD_ZONE_ ? first->end : first->start) != 0)
             then = prof_clock_map_ns(&dc.cm, first->kind == PROF_RECORD_ZONE_ ? first->end
                                                                             : first->start);
-        hint = prof_loss_note(t, lost - t->dropped_seen, then && now > then ? now - then : 0,
+        hint = prof_loss_note(t, lost - dt->dropped_seen, then && now > then ? now - then : 0,
                               now);
         if (hint != 0)
-            SINKS_ALL(loss, t, lost - t->dropped_seen, hint, now);
-        prof_rt.dropped += lost - t->dropped_seen;
-        prof_rt.dropped_window += lost - t->dropped_seen;
-        t->dropped_seen = lost;
+            SINKS_ALL(loss, t, lost - dt->dropped_seen, hint, now);
+        prof_rt.dropped += lost - dt->dropped_seen;
+        prof_rt.dropped_window += lost - dt->dropped_seen;
+        dt->dropped_seen = lost;
     }
     drain_ctx_init(&dc, t);
     dc.uncov_ticks = dc.cm.ns_per_tick > 0
@@ -481,7 +410,7 @@ static int drain(struct prof_thread *t)
         /* A held window ends before the first record of the next one: on
          * the collector thread the drain stops there, unread, so that the
          * summary is cut exactly (as at a due STEP record below). */
-        if (window_check_locked(t, r) && prof_drain_exact_steps &&
+        if (prof_drain_window_check_locked(t, r) && prof_drain_exact_steps &&
             rd.head - rd.tail + 1 <= t->hot.warm / 4) {
             rd.tail--;
             prof_ring_release(&t->hot, rd.tail);
@@ -507,8 +436,8 @@ static int drain(struct prof_thread *t)
         /* Stop at the step whose summary is due, unless the ring holds
          * more than a quarter of its warm slots: then the summaries merge
          * rather than keep the records waiting. */
-        if (prof_drain_exact_steps && due_step != 0 && r->kind == PROF_RECORD_STEP_ &&
-            r->end == due_step &&
+        if (prof_drain_exact_steps && prof_drain_due_step_ != 0 &&
+            r->kind == PROF_RECORD_STEP_ && r->end == prof_drain_due_step_ &&
             rd.head - rd.tail > 0 && rd.head - rd.tail <= t->hot.warm / 4) {
             prof_ring_release(&t->hot, rd.tail);
             wall_flush(&dc);
@@ -523,73 +452,12 @@ static int drain(struct prof_thread *t)
         prof_map_put(&forget_at, (uintptr_t)t, NULL);
 
     lost = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
-    if (lost != t->refused_seen) {
-        prof_rt.dropped += lost - t->refused_seen;
-        prof_rt.dropped_window += lost - t->refused_seen;
-        t->refused_seen = lost;
+    if (lost != dt->refused_seen) {
+        prof_rt.dropped += lost - dt->refused_seen;
+        prof_rt.dropped_window += lost - dt->refused_seen;
+        dt->refused_seen = lost;
     }
     return 0;
-}
-
-/* A completed GPU zone (cuda_poll.c): its GPU stage and its CPU one. */
-static void gpu_sink(void *ctx, const char *name, int device, uint64_t stream, uint64_t start_ns,
-                     uint64_t end_ns)
-{
-    struct prof_stage *gpu = prof_stats_stage(name, PROF_STAGE_GPU);
-    /* Kernels outside every zone have no CPU stage: a row of their own. */
-    struct prof_stage *cpu = name == prof_kernels_no_zone ? NULL : prof_stats_stage(name, 0);
-
-    (void)ctx;
-    if (gpu == NULL || (cpu == NULL && name != prof_kernels_no_zone)) {
-        prof_rt.lost_memory++;
-        return;
-    }
-    SINKS_ALL(gpu_zone, gpu, cpu, device, stream, start_ns, end_ns);
-}
-
-int prof_gpu_from_kernels;
-
-static void gpu_lost_sink(void *ctx, const char *raw_name, int cause);
-
-/* PROF_CUDA=kernels (kernels.c): a zone's GPU side, the span of its
- * kernels. The same stages and sinks as the events' GPU zones; the
- * busy share takes the kernels themselves instead (prof_gpu_from_kernels). */
-static void kzone_sink(const char *name, int device, uint64_t stream, uint64_t start_ns,
-                       uint64_t end_ns)
-{
-    prof_gpu_from_kernels = 1;
-    gpu_sink(NULL, name, device, stream, start_ns, end_ns);
-    prof_gpu_from_kernels = 0;
-}
-
-/* One kernel, for the GPU stage of its zone. Outside every zone, each
- * kernel is a GPU zone of its own, of the stage "(no zone)". */
-static void kernel_sink(const char *zone_raw, int device, uint64_t stream, const char *kname,
-                        uint64_t start_ns, uint64_t end_ns)
-{
-    struct prof_stage *gpu = prof_stats_stage(zone_raw, PROF_STAGE_GPU);
-
-    if (gpu == NULL) {
-        prof_rt.lost_memory++;
-        return;
-    }
-    if (zone_raw == prof_kernels_no_zone)
-        kzone_sink(zone_raw, device, stream, start_ns, end_ns);
-    SINKS_ALL(gpu_kernel, gpu, device, stream, kname, start_ns, end_ns);
-}
-
-static void gpu_poll(int final)
-{
-    prof_cuda_poll(gpu_sink, gpu_lost_sink, NULL);
-    if (prof_config_get()->cuda == PROF_CUDA_KERNELS)
-        prof_kernels_poll(kernel_sink, kzone_sink, final);
-}
-
-/* A GPU side lost on the collector's side (cuda_poll.c). */
-static void gpu_lost_sink(void *ctx, const char *raw_name, int cause)
-{
-    (void)ctx;
-    SINKS_ALL(gpu_lost, raw_name, cause);
 }
 
 void prof_drain_locked(void)
@@ -615,10 +483,11 @@ void prof_drain_locked(void)
 
         /* A ring left at a due step keeps its thread for the next drain. */
         if (drain(t) == 0 && exited) {
-            if (held.t == t)
-                window_release_locked();
+            prof_drain_window_thread_gone_locked(t);
             SINKS_ALL(thread_gone, t);
             prof_self_thread_gone(t);
+            prof_loss_thread_gone(t);
+            drain_thread_gone(t);
             if (forget_at.len)
                 prof_map_put(&forget_at, (uintptr_t)t, NULL);
             *link = t->next;
@@ -628,8 +497,8 @@ void prof_drain_locked(void)
             link = &t->next;
         }
     }
-    window_pass_end_locked();
-    gpu_poll(0);
+    prof_drain_window_pass_end_locked();
+    prof_drain_gpu_poll_locked();
     lost = prof_cuda_lost() + prof_kernels_lost();
     if (lost != prof_rt.cuda_lost_seen) {
         /* GPU sides that could not be timed count as dropped records. */
@@ -652,32 +521,6 @@ void prof_drain_locked(void)
     last_collect_ns = prof_clock_now_ns();
 }
 
-int prof_drain_due_take(uint64_t *step, uint64_t *cut_ns)
-{
-    if (due_step == 0)
-        return 0;
-    *step = due_step;
-    *cut_ns = due_cut_ns;
-    due_step = 0;
-    return 1;
-}
-
-void prof_drain_window_release_locked(void)
-{
-    window_release_locked();
-}
-
-void prof_drain_gpu_poll_locked(void)
-{
-    gpu_poll(0);
-}
-
-void prof_drain_gpu_final_locked(void)
-{
-    if (prof_config_get()->cuda == PROF_CUDA_KERNELS)
-        prof_kernels_poll(kernel_sink, kzone_sink, 1);
-}
-
 void prof_drain_tick(uint64_t now_ns)
 {
     SINKS_ALL(tick, now_ns);
@@ -685,14 +528,25 @@ void prof_drain_tick(uint64_t now_ns)
 
 void prof_drain_atfork_child(void)
 {
-    held.t = NULL;               /* the parent's threads and window */
-    due_step = 0;
+    const struct prof_thread *self = (const struct prof_thread *)prof_thread_self_;
+    struct drain_thread *dt, *next;
+
+    prof_drain_window_atfork_child();
     prof_map_clear(&forget_at);  /* the parent's threads, gone here */
+    /* The caller's losses counted are the parent's. */
+    for (dt = drain_threads; dt != NULL; dt = next) {
+        next = dt->next;
+        if (dt->thread != self)
+            drain_thread_free(dt);
+        else
+            dt->dropped_seen = dt->refused_seen = 0;
+    }
 }
 
 void prof_collect_forget_locked(void)
 {
     struct prof_thread *t;
+    struct drain_thread *dt;
 
     prof_registry_splice_locked();
     prof_map_clear(&forget_at);
@@ -707,8 +561,10 @@ void prof_collect_forget_locked(void)
         if (head != t->hot.tail)
             (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
         t->top_end = t->uncov_short = 0;   /* outside stages: from the next zone */
-        t->dropped_seen = prof_ring_dropped(&t->hot);
-        t->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
+        if ((dt = drain_thread(t)) != NULL) {
+            dt->dropped_seen = prof_ring_dropped(&t->hot);
+            dt->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
+        }
     }
     prof_rt.cuda_lost_seen = prof_cuda_lost() + prof_kernels_lost();
     prof_rt.loss_seen = __atomic_load_n(&prof_zones_foreign, __ATOMIC_RELAXED) +

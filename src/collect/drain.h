@@ -1,9 +1,10 @@
 /* drain.h - the drain, on the collect floor: every ring read up to its
  * head, each record resolved once (its stage, its time in ns, its self
  * time) and handed to every sink (sink.h); step windows cut and their
- * summaries marked due. The floor above (collector.c: the collector
- * thread, prof_flush's drain, the exit) calls it and queues the summaries
- * it marks due. Runtime lock held for everything here. */
+ * summaries marked due (drain_window.h); GPU zones polled (drain_gpu.h).
+ * The floor above (collector.c: the collector thread, prof_flush's drain,
+ * the exit) calls it and queues the summaries it marks due. Runtime lock
+ * held for everything here. */
 #ifndef PROF_DRAIN_H
 #define PROF_DRAIN_H
 
@@ -19,21 +20,6 @@ extern int prof_drain_exact_steps;
 /* The last drain stopped at a due step, with records left. */
 extern int prof_drain_stopped;
 
-/* The summary of a window the drain closed is due: its step and where
- * the next window starts. 1 (and forgotten here) or 0 (none due). */
-int prof_drain_due_take(uint64_t *step, uint64_t *cut_ns);
-
-/* A window held for the zones open at its step is released now (an
- * earlier step's window comes before a summary asked for). */
-void prof_drain_window_release_locked(void);
-
-/* Completed GPU zones polled and handed to the sinks. */
-void prof_drain_gpu_poll_locked(void);
-
-/* Shutdown (PROF_CUDA=kernels): CUPTI flushed, every kernel read and
- * every zone's GPU side delivered. */
-void prof_drain_gpu_final_locked(void);
-
 /* Every sink's tick (periodic outputs: prof-top, PROF_METRICS). */
 void prof_drain_tick(uint64_t now_ns);
 
@@ -43,7 +29,8 @@ void prof_drain_tick(uint64_t now_ns);
  * (the lock). */
 void prof_collect_forget_locked(void);
 
-/* In a forked child: the parent's held window and due step forgotten. */
+/* In a forked child: the parent's held window and due step, its
+ * threads' losses counted and what a reset forgets, forgotten. */
 void prof_drain_atfork_child(void);
 
 #endif

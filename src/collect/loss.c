@@ -3,6 +3,7 @@
  * lost three quarters of its zones would read as 13 calls of 50, with
  * nothing to say so or what to do about it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "prof.h"
@@ -11,18 +12,79 @@
 #include "log.h"
 #include "loss.h"
 #include "registry.h"
+#include "sink.h"
 #include "zone.h"
 
 static struct prof_loss run, win;
-/* The window's number: a thread whose loss_window is this one lost
- * records in it. Starts at 1, so that a new thread (0) has lost none. */
+/* The window's number: a thread whose window is this one lost records in
+ * it. Starts at 1, so that a new thread (0) has lost none. */
 static uint64_t window_gen = 1;
+
 static int said;                 /* the window's line is out */
 /* When the last line went out: at most one every PROF_LOSS_QUIET_NS, so
  * that windows of 10 ms or of one short step do not flood stderr (their
  * summaries say the rest). */
 static uint64_t said_ns;
 #define PROF_LOSS_QUIET_NS (10 * 1000000000ull)
+
+/* A thread's own: the window it last lost records in, made at its first
+ * loss (its slot's side[PROF_SIDE_LOSS]; none: 0), freed when it is gone.
+ * Every thread's are listed: what a forked child forgets, and where leak
+ * checkers find them. */
+struct loss_thread {
+    uint64_t window;
+    struct prof_thread *thread;
+    struct loss_thread *next, *prev;
+};
+static struct loss_thread *loss_threads;
+
+static struct loss_thread *loss_thread(struct prof_thread *t)
+{
+    struct loss_thread *lt = t->side[PROF_SIDE_LOSS];
+
+    if (lt != NULL || (lt = calloc(1, sizeof *lt)) == NULL)
+        return lt;
+    lt->thread = t;
+    lt->next = loss_threads;
+    if (loss_threads != NULL)
+        loss_threads->prev = lt;
+    loss_threads = lt;
+    t->side[PROF_SIDE_LOSS] = lt;
+    return lt;
+}
+
+static void loss_thread_free(struct loss_thread *lt)
+{
+    if (lt->prev != NULL)
+        lt->prev->next = lt->next;
+    else
+        loss_threads = lt->next;
+    if (lt->next != NULL)
+        lt->next->prev = lt->prev;
+    lt->thread->side[PROF_SIDE_LOSS] = NULL;
+    free(lt);
+}
+
+void prof_loss_thread_gone(struct prof_thread *t)
+{
+    if (t->side[PROF_SIDE_LOSS] != NULL)
+        loss_thread_free(t->side[PROF_SIDE_LOSS]);
+}
+
+void prof_loss_atfork_child(void)
+{
+    const struct prof_thread *self = (const struct prof_thread *)prof_thread_self_;
+    struct loss_thread *lt, *next;
+
+    /* The caller's stays, with the parent's window number: older than
+     * every window of the child's (prof_loss_reset starts a new one), so
+     * it has lost nothing in them. */
+    for (lt = loss_threads; lt != NULL; lt = next) {
+        next = lt->next;
+        if (lt->thread != self)
+            loss_thread_free(lt);
+    }
+}
 
 void prof_loss_size(char *buf, size_t size, uint64_t records)
 {
@@ -49,16 +111,25 @@ static void add(struct prof_loss *l, const struct prof_thread *t, uint64_t lost,
 uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns, uint64_t ts_ns)
 {
     uint64_t cap = t->hot.mask + 1, hint, bytes;
-    int new_win = t->loss_window != window_gen, new_run = t->loss_window == 0;
+    struct loss_thread *lt;
+    uint64_t last;
+    int new_win, new_run;
     char size[24], now[24], name[64], behind[24];
 
     if (lost == 0)
         return 0;
+    /* Out of memory for its state: counted as a thread new to the
+     * window and the run, and its stages not marked. */
+    lt = loss_thread(t);
+    last = lt != NULL ? lt->window : 0;
+    new_win = last != window_gen;
+    new_run = last == 0;
     /* The ring that would have held this drain's records and the lost
      * ones, to the next power of two, as PROF_BUFFER rounds. */
     for (hint = cap; hint < cap + lost && hint < PROF_BUFFER_MAX; hint <<= 1)
         ;
-    t->loss_window = window_gen;
+    if (lt != NULL)
+        lt->window = window_gen;
     add(&win, t, lost, behind_ns, hint, new_win);
     add(&run, t, lost, behind_ns, hint, new_run);
     if (said || (said_ns != 0 && ts_ns - said_ns < PROF_LOSS_QUIET_NS))
@@ -85,7 +156,9 @@ uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns
 
 int prof_loss_thread_lossy(const struct prof_thread *t)
 {
-    return t->loss_window == window_gen;
+    const struct loss_thread *lt = t->side[PROF_SIDE_LOSS];
+
+    return lt != NULL && lt->window == window_gen;
 }
 
 /* Counted by the zone path, outside the collector (zone.h). */
@@ -116,5 +189,5 @@ void prof_loss_reset(void)
      * again at every reset (51 lines in 11 s). */
     memset(&run, 0, sizeof run);
     lanes_at_reset = lanes_at_window;
-    /* Threads whose loss_window is an old number have lost nothing since. */
+    /* Threads whose window is an old number have lost nothing since. */
 }

@@ -37,6 +37,12 @@ uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns
 /* Whether t lost records in the current window: its stages are short. */
 int prof_loss_thread_lossy(const struct prof_thread *t);
 
+/* t has exited and is about to be freed: its state goes. */
+void prof_loss_thread_gone(struct prof_thread *t);
+
+/* In a forked child: the other threads' states go. */
+void prof_loss_atfork_child(void);
+
 /* What was lost in the current window (window != 0) or the whole run. */
 const struct prof_loss *prof_loss_get(int window);
 

@@ -1,21 +1,65 @@
 /* selftime.c - a zone's self time: its duration minus the time of the
  * zones it enclosed. Collector side, runtime lock held. The per-depth sums
- * of a thread (struct prof_thread's child[], kept with the slot) and of
- * each lane (an asyncio task) are this file's alone. */
+ * of a thread (its slot's side[PROF_SIDE_SELF]) and of each lane (an
+ * asyncio task) are this file's alone. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "map.h"
 #include "registry.h"
 #include "selftime.h"
+#include "sink.h"
+
+_Static_assert(PROF_SIDES_THREAD_ <= PROF_THREAD_SIDES_, "a thread slot's side state");
+
+/* Every thread's sums, newest first: what a forked child forgets, and
+ * where leak checkers find them (the slot that points to them is a
+ * mapping, which they do not read). */
+static struct prof_self_thread *self_threads;
+
+/* The state of a thread there was no memory for: room for no depth, and
+ * none to grow (prof_self_grow_ refuses it). */
+static struct prof_self_thread no_memory;
+
+struct prof_self_thread *prof_self_thread(struct prof_thread *t)
+{
+    struct prof_self_thread *st = t->side[PROF_SIDE_SELF];
+
+    if (st != NULL)
+        return st;
+    if ((st = calloc(1, sizeof *st)) == NULL)
+        return &no_memory;
+    st->thread = t;
+    st->next = self_threads;
+    if (self_threads != NULL)
+        self_threads->prev = st;
+    self_threads = st;
+    t->side[PROF_SIDE_SELF] = st;
+    return st;
+}
+
+static void self_thread_free(struct prof_self_thread *st)
+{
+    if (st->prev != NULL)
+        st->prev->next = st->next;
+    else
+        self_threads = st->next;
+    if (st->next != NULL)
+        st->next->prev = st->prev;
+    if (st->child != NULL)
+        munmap(st->child, st->cap * sizeof *st->child);
+    st->thread->side[PROF_SIDE_SELF] = NULL;
+    free(st);
+}
 
 /* A GAP record: the children seen so far at every depth ended before the
  * loss. (Two losses with no parent between them merge into one span.) */
-void prof_self_gap(struct prof_thread *t)
+void prof_self_gap(struct prof_self_thread *st)
 {
-    for (uint32_t d = 0; d < t->child_cap; d++) {
-        struct prof_children *c = &t->child[d];
+    for (uint32_t d = 0; d < st->cap; d++) {
+        struct prof_children *c = &st->child[d];
 
         if (c->last == 0)
             continue;
@@ -31,43 +75,44 @@ void prof_self_gap(struct prof_thread *t)
 
 /* Room for depths [0, d + 1]: the per-depth sums grow with the deepest
  * zone seen (at most PROF_DEPTH_LIMIT_ levels), never with the run. */
-int prof_self_grow_(struct prof_thread *t, uint32_t d)
+int prof_self_grow_(struct prof_self_thread *st, uint32_t d)
 {
-    size_t old = (size_t)t->child_cap * sizeof *t->child, bytes = old ? old : 4096;
+    size_t old = (size_t)st->cap * sizeof *st->child, bytes = old ? old : 4096;
     void *c;
 
-    while (bytes < (d + 2) * sizeof *t->child)
+    if (st == &no_memory)
+        return -ENOMEM;
+    while (bytes < (d + 2) * sizeof *st->child)
         bytes *= 2;
-    /* Mapped, like the thread state that points to it (so that leak
-     * checkers, which do not look inside mappings, never see a heap block
-     * whose only pointer they cannot find); new pages come zeroed. */
-    c = old ? mremap(t->child, old, bytes, MREMAP_MAYMOVE)
+    /* Mapped: grown without a copy (mremap), new pages zeroed. */
+    c = old ? mremap(st->child, old, bytes, MREMAP_MAYMOVE)
             : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (c == MAP_FAILED)
         return -ENOMEM;
-    t->child = c;
-    t->child_cap = (uint32_t)(bytes / sizeof *t->child);
+    st->child = c;
+    st->cap = (uint32_t)(bytes / sizeof *st->child);
     return 0;
 }
 
-int prof_self_cpu_sample(struct prof_thread *t, uint32_t d, uint64_t ticks, uint64_t cpu_ns)
+int prof_self_cpu_sample(struct prof_self_thread *st, uint32_t d, uint64_t ticks,
+                         uint64_t cpu_ns)
 {
     struct prof_children *c;
 
-    if (d + 2 > t->child_cap && prof_self_grow_(t, d) != 0)
+    if (d + 2 > st->cap && prof_self_grow_(st, d) != 0)
         return -ENOMEM;
-    c = &t->child[d];
+    c = &st->child[d];
     if (c->cpu_ns == 0)
         c->cpu_first = ticks;
     c->cpu_ns += cpu_ns;
     return 0;
 }
 
-int prof_self_peak_sample(struct prof_thread *t, uint32_t d, uint64_t bytes)
+int prof_self_peak_sample(struct prof_self_thread *st, uint32_t d, uint64_t bytes)
 {
-    if (d + 2 > t->child_cap && prof_self_grow_(t, d) != 0)
+    if (d + 2 > st->cap && prof_self_grow_(st, d) != 0)
         return -ENOMEM;
-    t->child[d].peak_bytes += bytes;
+    st->child[d].peak_bytes += bytes;
     return 0;
 }
 
@@ -117,9 +162,11 @@ int prof_self_lane_zone(struct prof_thread *t, uint32_t lane, uint32_t d, uint64
     return 0;
 }
 
-/* A thread's lanes go with it. */
-void prof_self_thread_gone(const struct prof_thread *t)
+/* A thread's sums and its lanes' go with it. */
+void prof_self_thread_gone(struct prof_thread *t)
 {
+    if (t->side[PROF_SIDE_SELF] != NULL)
+        self_thread_free(t->side[PROF_SIDE_SELF]);
     for (size_t i = 0; i < lane_children.cap; i++) {
         if (lane_children.slots[i].key == 0 ||
             lane_children.slots[i].key >> 32 != (uint64_t)t->index + 1)
@@ -131,4 +178,18 @@ void prof_self_thread_gone(const struct prof_thread *t)
     }
     if (lane_live == 0)
         prof_map_clear(&lane_children);
+}
+
+void prof_self_atfork_child(void)
+{
+    const struct prof_thread *self = (const struct prof_thread *)prof_thread_self_;
+    struct prof_self_thread *st, *next;
+
+    for (st = self_threads; st != NULL; st = next) {
+        next = st->next;
+        if (st->thread != self)
+            self_thread_free(st);
+        else if (st->child != NULL)
+            memset(st->child, 0, st->cap * sizeof *st->child);
+    }
 }

@@ -16,12 +16,17 @@ struct prof_node;
 struct prof_stage;
 struct prof_thread;
 
-/* The sinks' index into the side state of a thread slot and of a stage
- * (registry.h, stats.h): one per sink that keeps state of its own. */
+/* Indexes into the side state of a thread slot and of a stage
+ * (registry.h, stats.h): one per sink that keeps state of its own, then,
+ * a thread's only, one per part of this floor that keeps some. */
 enum {
     PROF_SIDE_TRACE,
     PROF_SIDE_GPU,               /* gpu_busy.c */
-    PROF_SIDES_
+    PROF_SIDES_,
+    PROF_SIDE_SELF = PROF_SIDES_,   /* selftime.c: per-depth children sums */
+    PROF_SIDE_DRAIN,             /* drain.c: the losses already counted */
+    PROF_SIDE_LOSS,              /* loss.c: the window it last lost records in */
+    PROF_SIDES_THREAD_
 };
 
 struct prof_event {
@@ -102,7 +107,7 @@ extern const struct prof_sink *const *prof_sinks;
 
 /* Nonzero while gpu_zone is handed a zone whose GPU side is the span of
  * its kernels (PROF_CUDA=kernels): the busy share takes the kernels
- * themselves (gpu_kernel) instead. drain.c's. */
+ * themselves (gpu_kernel) instead. drain_gpu.c's. */
 extern int prof_gpu_from_kernels;
 extern const struct prof_sink *const prof_sinks_collect[];
 

@@ -52,6 +52,11 @@ static size_t path_hists;           /* prof_path_acc allocated */
 size_t prof_stats_shared_nodes;     /* nodes of stages with more than one */
 uint64_t prof_stats_paths_nohist;   /* nodes past PROF_STATS_PATH_HISTS */
 
+/* What canonical() (stats_private.h) last asked site.c, and its answer
+ * (stats.h). */
+const char *prof_stats_site_raw;
+const struct prof_site_ *prof_stats_site;
+
 static void acc_add(struct prof_acc *a, uint64_t dur, uint64_t self)
 {
     if (a->count == 0 || dur < a->min)

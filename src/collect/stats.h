@@ -107,6 +107,14 @@ struct prof_mark {
  * "(null)"); created on first sight. NULL only when out of memory. */
 struct prof_stage *prof_stats_stage(const char *raw_name, uint32_t flags);
 
+/* The last name pointer the statistics asked site.c about (a CPU stage's
+ * first sight of it, prof_stats_stage), and the answer: its call site, or
+ * NULL (a name). A sink handed the zone whose record made the stage reads
+ * the answer here instead of asking again (the trace's call-site
+ * category), so a new stage asks site.c once. */
+extern const char *prof_stats_site_raw;
+extern const struct prof_site_ *prof_stats_site;
+
 /* The stage of a zone named raw_name whose enclosing zones' path hash is
  * parent_path, and in *node the path node it adds to (NULL when out of
  * memory for it); both created on first sight. One map lookup when the

@@ -64,10 +64,13 @@ extern struct prof_map prof_stats_nodes;     /* path hash -> node */
 extern size_t prof_stats_shared_nodes;       /* nodes of stages with more than one */
 extern uint64_t prof_stats_paths_nohist;     /* nodes past PROF_STATS_PATH_HISTS */
 
-/* A call site's stage is its name's: the sites of one name share it. */
+/* A call site's stage is its name's: the sites of one name share it.
+ * The question and site.c's answer are kept for the sinks
+ * (prof_stats_site_raw, prof_stats_site: stats.h). */
 static inline const char *canonical(const char *raw)
 {
-    raw = prof_site_name(raw);
+    prof_stats_site = prof_site_of(prof_stats_site_raw = raw);
+    raw = prof_stats_site != NULL ? prof_stats_site->name : raw;
     return raw == NULL ? prof_intern("(null)") : prof_intern(raw);
 }
 

@@ -16,6 +16,8 @@
 #include "collector.h"
 #include "cuda.h"
 #include "drain.h"
+#include "drain_gpu.h"
+#include "drain_window.h"
 #include "env.h"
 #include "gpu_busy.h"
 #include "kstats.h"

@@ -20,6 +20,7 @@
 #include "process.h"
 #include "registry.h"
 #include "runtime.h"
+#include "selftime.h"
 #include "stats.h"
 #include "trace.h"
 #include "wake.h"
@@ -75,6 +76,8 @@ static void atfork_child(void)
     __atomic_store_n(&prof_rt.ready, 0, __ATOMIC_RELAXED);
     prof_rt.stopping = 0;
     prof_registry_atfork_child();
+    prof_self_atfork_child();
+    prof_loss_atfork_child();
     prof_stats_reset();
     prof_cuda_atfork_child();
     prof_cuda_poll_atfork_child();

@@ -553,13 +553,12 @@ void prof_gpu_bins_final(uint64_t wall_ns)
     bins_write(prof_rt.start_ns + wall_ns);
 }
 
-int prof_gpu_busy_published(struct prof_gpu_busy_pub *out, int max)
+void prof_gpu_pub_figures_get(struct prof_gpu_pub_figures *out)
 {
-    int n;
-
     pthread_mutex_lock(&pub_lock);
-    n = npub < max ? npub : max;
-    memcpy(out, pub, (size_t)n * sizeof *out);
+    out->nbusy = npub;
+    memcpy(out->busy, pub, (size_t)npub * sizeof *out->busy);
     pthread_mutex_unlock(&pub_lock);
-    return n;
+    out->nnvml = prof_nvml_published(out->nvml, GPU_TRACKS);
+    out->nmem = out->nnvml > 0 ? 0 : prof_gpu_mem_published(out->mem, GPU_TRACKS);
 }

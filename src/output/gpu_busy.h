@@ -7,12 +7,13 @@
  * the GPU was idle (the ML profiling checklist's bottleneck check,
  * gpu_idle.c). The figures are computed here once; gpu_format.c writes
  * them. Collector side: every call with the runtime lock held, except
- * prof_gpu_busy_published. */
+ * prof_gpu_pub_figures_get. */
 #ifndef PROF_GPU_BUSY_H
 #define PROF_GPU_BUSY_H
 
 #include <stdint.h>
 
+#include "gpu_mem.h"
 #include "nvml.h"
 #include "sink.h"
 
@@ -77,9 +78,21 @@ struct prof_gpu_busy_pub {
     double busy;
 };
 
-/* Copy the published ratios (at most max) into out; how many. Any thread:
- * takes only this file's publication lock. */
-int prof_gpu_busy_published(struct prof_gpu_busy_pub *out, int max);
+/* The GPU figures the metrics write (metrics_text.c), the last published
+ * samples, each list in the order its devices arrived: the busy ratios
+ * over the last second; NVML's last sample of each device it has one of;
+ * the driver's device memory (gpu_mem.h), only where NVML has a sample of
+ * no device (nmem 0 otherwise: NVML's memory figure is the same one). */
+struct prof_gpu_pub_figures {
+    int nbusy, nnvml, nmem;
+    struct prof_gpu_busy_pub busy[GPU_TRACKS];
+    struct prof_nvml_pub nvml[GPU_TRACKS];
+    struct prof_gpu_mem_pub mem[GPU_TRACKS];
+};
+
+/* Fill out. Any thread: takes only the publication locks of gpu_busy.c,
+ * nvml.c and gpu_mem.c, one at a time. */
+void prof_gpu_pub_figures_get(struct prof_gpu_pub_figures *out);
 
 /* The drain took a CUDA zone of thread t, called raw_name, whose GPU side
  * runs on device (prof_cuda_submit's answer): t launches GPU work, and its

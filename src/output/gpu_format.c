@@ -1,16 +1,13 @@
-/* gpu_format.c - the GPU figures as the summary's text and JSON and as
- * Prometheus lines (gpu_format.h).
+/* gpu_format.c - the GPU figures as the summary's text and JSON
+ * (gpu_format.h).
  *
- * Nothing here computes: gpu_busy.c hands a model (prof_gpu_figures, the
- * published busy ratios) and each function writes all of it in one
- * format. */
+ * Nothing here computes: gpu_busy.c hands a model (prof_gpu_figures) and
+ * each function writes all of it in one format. */
 #include <stdint.h>
 
 #include "gpu_busy.h"
 #include "gpu_format.h"
 #include "json.h"
-#include "gpu_mem.h"
-#include "nvml.h"
 
 /* The summary's model, 11 KiB: kept off the caller's stack (an
  * application thread may print a summary); under the runtime lock, as
@@ -163,21 +160,4 @@ void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns)
     }
     prof_buf_puts(b, "]");
     lost_json(b, g);
-}
-
-void prof_gpu_metrics(struct prof_buf *b, int rank)
-{
-    struct prof_gpu_busy_pub pub[GPU_TRACKS];
-    int i, n = prof_gpu_busy_published(pub, GPU_TRACKS);
-
-    if (n > 0)
-        prof_buf_puts(b, "# HELP prof_gpu_busy_ratio Share of the last second during which "
-                         "the device ran GPU zones' work (union of their spans).\n"
-                         "# TYPE prof_gpu_busy_ratio gauge\n");
-    for (i = 0; i < n; i++) {
-        prof_buf_printf(b, "prof_gpu_busy_ratio{device=\"%d\",rank=\"%d\"} ", pub[i].device, rank);
-        prof_buf_fixed(b, pub[i].busy, 4);
-        prof_buf_puts(b, "\n");
-    }
-    prof_gpu_mem_metrics(b, rank, prof_nvml_metrics(b, rank));
 }

@@ -1,5 +1,5 @@
 /* gpu_format.h - the GPU figures (gpu_busy.h) as the summary's text and
- * JSON and as Prometheus lines (gpu_format.c). */
+ * JSON (gpu_format.c). */
 #ifndef PROF_GPU_FORMAT_H
 #define PROF_GPU_FORMAT_H
 
@@ -16,10 +16,5 @@ void prof_gpu_summary_text(struct prof_buf *b, int window, uint64_t wall_ns);
 
 /* The same as the JSON member ,"gpus":[...] of a summary section. */
 void prof_gpu_summary_json(struct prof_buf *b, int window, uint64_t wall_ns);
-
-/* Prometheus text for the metrics thread (metrics_text.c): each device's
- * busy ratio over the last second, NVML's gauges. Any thread; takes only
- * gpu_busy.c's publication lock. rank: the process's (0 without one). */
-void prof_gpu_metrics(struct prof_buf *b, int rank);
 
 #endif

@@ -14,7 +14,6 @@
 #include "cuda_driver.h"
 #include "cuda_pool.h"
 #include "gpu_mem.h"
-#include "json.h"
 #include "log.h"
 #include "nvml.h"
 #include "trace.h"
@@ -130,18 +129,17 @@ void prof_gpu_mem_tick(uint64_t now)
     }
 }
 
-void prof_gpu_mem_metrics(struct prof_buf *b, int rank, int nvml)
+int prof_gpu_mem_published(struct prof_gpu_mem_pub *out, int max)
 {
+    int n;
+
     pthread_mutex_lock(&pub_lock);
-    if (!nvml && npub > 0) {
-        prof_buf_puts(b, "# HELP prof_gpu_memory_used_bytes The driver's device memory used "
-                         "(cuMemGetInfo), last sample.\n"
-                         "# TYPE prof_gpu_memory_used_bytes gauge\n");
-        for (int i = 0; i < npub; i++)
-            prof_buf_printf(b, "prof_gpu_memory_used_bytes{device=\"%d\",rank=\"%d\"} %llu\n",
-                            pub[i].device, rank, (unsigned long long)pub[i].used);
+    for (n = 0; n < npub && n < max; n++) {
+        out[n].device = pub[n].device;
+        out[n].used = pub[n].used;
     }
     pthread_mutex_unlock(&pub_lock);
+    return n;
 }
 
 int prof_gpu_mem_figures(int device, int window, uint64_t *used, uint64_t *peak)

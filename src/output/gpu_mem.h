@@ -23,11 +23,16 @@ int prof_gpu_mem_figures(int device, int window, uint64_t *used, uint64_t *peak)
 void prof_gpu_mem_window_close(void);
 void prof_gpu_mem_run_reset(void);
 
-/* prof_gpu_memory_used_bytes{device} of the driver's last samples, for a
- * process where NVML wrote none (nvml: whether it did). Any thread (its
- * own lock). */
-struct prof_buf;
-void prof_gpu_mem_metrics(struct prof_buf *b, int rank, int nvml);
+/* A device's last sample of the driver's, for the metrics. */
+struct prof_gpu_mem_pub {
+    int device;
+    uint64_t used;               /* bytes */
+};
+
+/* The driver's last sample of each device it gave one for, at most max,
+ * in the order they first came, into out; how many. Any thread (its own
+ * lock). */
+int prof_gpu_mem_published(struct prof_gpu_mem_pub *out, int max);
 
 /* In a forked child: no devices (the parent's contexts are not its). */
 void prof_gpu_mem_atfork_child(void);

@@ -187,27 +187,9 @@ extern const struct prof_sink prof_live_sink;
 int prof_live_snap_take_locked(struct prof_live_snap *snap);
 void prof_live_snap_free(struct prof_live_snap *snap);
 
-/* Write snap to this process's live file (PROF_LIVE). Lock NOT held; one
- * caller at a time. */
-void prof_live_publish(const struct prof_live_snap *snap);
-
 /* At shutdown, the collector stopped, lock NOT held: the metrics thread
  * stopped, a last publish for the metrics file, the live file removed, the
  * metrics server stopped. */
 void prof_live_stop(void);
-
-/* This user's first-choice directory for live files:
- * $XDG_RUNTIME_DIR/prof where that variable names a writable directory of
- * this user's, else /dev/shm/prof-UID. Only the name: the writer makes it
- * 0700, refuses it unless it is this user's alone, and then takes
- * /dev/shm/prof-UID, then a directory of its own that nobody else can
- * name first, /dev/shm/prof-UID.XXXXXX (mkdtemp; an existing one of this
- * user's alone is reused), where readers look too. 0 or -ENAMETOOLONG. */
-int prof_live_dir(char *buf, size_t size);
-
-/* The file's name in that directory for pid in the pid namespace of
- * inode pid_ns (0: unknown): prof-live-PID in the initial namespace (or
- * an unknown one), else prof-live-PID-nsINODE. 0 or -ENAMETOOLONG. */
-int prof_live_name(int pid, uint32_t pid_ns, char *buf, size_t size);
 
 #endif

@@ -1,7 +1,10 @@
 /* metrics_text.c - the live snapshot as Prometheus text (exposition
  * format 0.0.4): the stages' counters and window quantiles, the process's
  * and its kernels' figures, GPU busy and NVML gauges (metrics_text.h).
- * What serves or writes the text is metrics.c's. */
+ * The one writer of Prometheus text: the figures come as numbers (the
+ * snapshot, gpu_busy.h's and kstats.h's published figures), their names,
+ * units and label escaping are here. What serves or writes the text is
+ * metrics.c's. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,7 +12,7 @@
 #include <string.h>
 
 #include "prof.h"
-#include "gpu_format.h"
+#include "gpu_busy.h"
 #include "kstats.h"
 #include "json.h"
 #include "live.h"
@@ -128,6 +131,61 @@ static void kernel_metrics(struct prof_buf *b, const struct prof_live_snap *s,
     }
 }
 
+/* The GPUs' gauges, from the last published samples (gpu_busy.h): each
+ * device's busy ratio over the last second, NVML's last sample, and the
+ * driver's device memory where NVML has none. Labelled by device and
+ * rank, both numbers. */
+static void gpu_metrics(struct prof_buf *b, int rank)
+{
+    static const struct {
+        const char *name, *help;
+    } nv[4] = {
+        {"prof_gpu_utilization_ratio", "NVML's utilization (what nvidia-smi shows), last sample."},
+        {"prof_gpu_memory_used_bytes", "NVML's device memory used, last sample."},
+        {"prof_gpu_power_watts", "NVML's power draw, last sample."},
+        {"prof_gpu_sm_clock_hertz", "NVML's SM clock, last sample."},
+    };
+    struct prof_gpu_pub_figures f;
+
+    prof_gpu_pub_figures_get(&f);
+    if (f.nbusy > 0)
+        prof_buf_puts(b, "# HELP prof_gpu_busy_ratio Share of the last second during which "
+                         "the device ran GPU zones' work (union of their spans).\n"
+                         "# TYPE prof_gpu_busy_ratio gauge\n");
+    for (int i = 0; i < f.nbusy; i++) {
+        prof_buf_printf(b, "prof_gpu_busy_ratio{device=\"%d\",rank=\"%d\"} ", f.busy[i].device,
+                        rank);
+        prof_buf_fixed(b, f.busy[i].busy, 4);
+        prof_buf_puts(b, "\n");
+    }
+    for (int k = 0; f.nnvml > 0 && k < 4; k++) {
+        prof_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", nv[k].name, nv[k].help,
+                        nv[k].name);
+        for (int i = 0; i < f.nnvml; i++) {
+            const struct prof_nvml_pub *d = &f.nvml[i];
+
+            prof_buf_printf(b, "%s{device=\"%d\",rank=\"%d\"} ", nv[k].name, d->device, rank);
+            if (k == 0)
+                prof_buf_fixed(b, d->util, 2);
+            else if (k == 1)
+                prof_buf_printf(b, "%llu", (unsigned long long)d->mem_used);
+            else if (k == 2)
+                prof_buf_fixed(b, d->power_w, 3);
+            else
+                prof_buf_printf(b, "%llu", (unsigned long long)d->sm_mhz * 1000000ull);
+            prof_buf_puts(b, "\n");
+        }
+    }
+    if (f.nmem > 0) {
+        prof_buf_puts(b, "# HELP prof_gpu_memory_used_bytes The driver's device memory used "
+                         "(cuMemGetInfo), last sample.\n"
+                         "# TYPE prof_gpu_memory_used_bytes gauge\n");
+        for (int i = 0; i < f.nmem; i++)
+            prof_buf_printf(b, "prof_gpu_memory_used_bytes{device=\"%d\",rank=\"%d\"} %llu\n",
+                            f.mem[i].device, rank, (unsigned long long)f.mem[i].used);
+    }
+}
+
 void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
 {
     static const char *const q[3] = { ",quantile=\"0.5\"} ", ",quantile=\"0.95\"} ",
@@ -243,7 +301,7 @@ void prof_metrics_format(struct prof_buf *b, const struct prof_live_snap *s)
                           "# TYPE prof_process_resident_memory_peak_bytes gauge\n"
                           "prof_process_resident_memory_peak_bytes", r_only, s->rss_peak_run);
     }
-    prof_gpu_metrics(b, s->rank >= 0 ? s->rank : 0);    /* GPU busy, NVML (gpu_busy.h) */
+    gpu_metrics(b, s->rank >= 0 ? s->rank : 0);         /* GPU busy, NVML (gpu_busy.h) */
     kernel_metrics(b, s, &names, paths, rank);          /* PROF_CUDA=kernels (kstats.h) */
     free(paths);
     prof_buf_free(&names);

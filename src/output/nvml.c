@@ -319,40 +319,23 @@ void prof_nvml_run_reset(void)
     }
 }
 
-int prof_nvml_metrics(struct prof_buf *b, int rank)
+int prof_nvml_published(struct prof_nvml_pub *out, int max)
 {
-    static const struct {
-        const char *name, *help;
-    } g[4] = {
-        {"prof_gpu_utilization_ratio", "NVML's utilization (what nvidia-smi shows), last sample."},
-        {"prof_gpu_memory_used_bytes", "NVML's device memory used, last sample."},
-        {"prof_gpu_power_watts", "NVML's power draw, last sample."},
-        {"prof_gpu_sm_clock_hertz", "NVML's SM clock, last sample."},
-    };
-    int i, k, any = 0;
+    int i, n = 0;
 
     pthread_mutex_lock(&pub_lock);
-    for (i = 0; i < ndevs; i++)
-        any |= devs[i].have_last;
-    for (k = 0; any && k < 4; k++) {
-        prof_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", g[k].name, g[k].help, g[k].name);
-        for (i = 0; i < ndevs; i++) {
-            const struct dev *d = &devs[i];
+    for (i = 0; i < ndevs && n < max; i++) {
+        const struct dev *d = &devs[i];
 
-            if (!d->have_last)
-                continue;
-            prof_buf_printf(b, "%s{device=\"%d\",rank=\"%d\"} ", g[k].name, d->device, rank);
-            if (k == 0)
-                prof_buf_fixed(b, d->util, 2);
-            else if (k == 1)
-                prof_buf_printf(b, "%llu", (unsigned long long)d->mem_used);
-            else if (k == 2)
-                prof_buf_fixed(b, d->power_w, 3);
-            else
-                prof_buf_printf(b, "%llu", (unsigned long long)d->mhz * 1000000ull);
-            prof_buf_puts(b, "\n");
-        }
+        if (!d->have_last)
+            continue;
+        out[n].device = d->device;
+        out[n].util = d->util;
+        out[n].mem_used = d->mem_used;
+        out[n].power_w = d->power_w;
+        out[n].sm_mhz = d->mhz;
+        n++;
     }
     pthread_mutex_unlock(&pub_lock);
-    return any;
+    return n;
 }

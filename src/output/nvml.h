@@ -3,13 +3,11 @@
  * collector every 100 ms for the devices that ran GPU zones. NVML
  * (libnvidia-ml.so.1, or PROF_NVML_LIB) is dlopen'd and declared by hand:
  * no link, no header; PROF_NVML=0 leaves it alone. Collector side (the
- * runtime lock held), except prof_nvml_metrics. */
+ * runtime lock held), except prof_nvml_published. */
 #ifndef PROF_NVML_H
 #define PROF_NVML_H
 
 #include <stdint.h>
-
-#include "json.h"
 
 /* The first GPU zone of device arrived (gpu_busy.c's sink): sample it
  * from now on. The first call opens NVML. */
@@ -39,9 +37,17 @@ void prof_nvml_run_reset(void);
 /* In a forked child: no devices, the publication lock made anew. */
 void prof_nvml_atfork_child(void);
 
-/* Prometheus gauges of the last samples; any thread (its own lock).
- * Returns whether it wrote any (then prof_gpu_memory_used_bytes is
- * NVML's). */
-int prof_nvml_metrics(struct prof_buf *b, int rank);
+/* A device's last sample, for the metrics. */
+struct prof_nvml_pub {
+    int device;
+    double util;                 /* utilization, 0-1 */
+    uint64_t mem_used;           /* bytes */
+    double power_w;
+    unsigned sm_mhz;
+};
+
+/* The last sample of each device that has one, at most max, in the order
+ * the devices arrived, into out; how many. Any thread (its own lock). */
+int prof_nvml_published(struct prof_nvml_pub *out, int max);
 
 #endif

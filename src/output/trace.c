@@ -577,7 +577,10 @@ static const char *zone_cat(const char *raw)
     if ((a = prof_map_get(&site_cats, (uintptr_t)raw)) != NULL)
         return a;
     a = cat_cpu;
-    if ((site = prof_site_of(raw)) != NULL && site->file != NULL) {
+    /* The statistics asked about this pointer last (a zone whose record
+     * made its stage): their answer. */
+    site = raw == prof_stats_site_raw ? prof_stats_site : prof_site_of(raw);
+    if (site != NULL && site->file != NULL) {
         prof_buf_puts(&src, "cpu,src:");
         prof_buf_puts(&src, site->file);
         prof_buf_put(&src, ":", 1);

@@ -6,7 +6,11 @@ nvidia-smi 40%` under prof-top's header, and the same in --json; a
 CPU-only process shows none. The file's GPU entries are versioned: the
 header a version-1 reader checks is unchanged, a file from before them
 (minor version 0) reads with no GPU line, a newer writer's longer entries
-read by their front, and entries that do not fit are one error."""
+read by their front, and entries that do not fit are one error. The
+same process's Prometheus text (PROF_METRICS, a .prom file) has the GPU
+gauges, in this order and with these names, help texts, labels and
+decimals: the busy ratio, NVML's four, or without NVML the driver's
+device memory."""
 
 import json
 import os
@@ -40,9 +44,10 @@ def gpu_start(start):
         pytest.fail("GPU_PROG, FAKECUDA_LIB and FAKENVML_LIB are not set to the built "
                     "tests/live/gpu_prog and tests/cuda fakes")
 
-    def run(**kw):
-        return start({"PROF_CUDA_LIB": FAKECUDA, "PROF_NVML_LIB": FAKENVML,
-                      "FAKENVML_UTIL": str(NVML)}, prog=GPU_PROG, **kw)
+    def run(extra=None, **kw):
+        e = {"PROF_CUDA_LIB": FAKECUDA, "PROF_NVML_LIB": FAKENVML, "FAKENVML_UTIL": str(NVML)}
+        e.update(extra or {})
+        return start(e, prog=GPU_PROG, **kw)
     return run
 
 
@@ -87,6 +92,54 @@ def test_gpu_line_once_and_json(env, gpu_start, live):
     assert abs(g["nvml_utilization_window"] - NVML / 100) < 1e-6, g
     assert abs(g["nvml_utilization_run"] - NVML / 100) < 1e-6, g
     assert g["memory_used_bytes"] == g["memory_peak_window_bytes"] == 1 << 30, g
+
+
+BUSY_HEAD = [
+    "# HELP prof_gpu_busy_ratio Share of the last second during which the device ran GPU "
+    "zones' work (union of their spans).",
+    "# TYPE prof_gpu_busy_ratio gauge",
+    re.compile(r'prof_gpu_busy_ratio\{device="0",rank="0"\} [01]\.\d{4}'),
+]
+NVML_GAUGES = [
+    "# HELP prof_gpu_utilization_ratio NVML's utilization (what nvidia-smi shows), last sample.",
+    "# TYPE prof_gpu_utilization_ratio gauge",
+    'prof_gpu_utilization_ratio{device="0",rank="0"} 0.40',
+    "# HELP prof_gpu_memory_used_bytes NVML's device memory used, last sample.",
+    "# TYPE prof_gpu_memory_used_bytes gauge",
+    'prof_gpu_memory_used_bytes{device="0",rank="0"} 1073741824',
+    "# HELP prof_gpu_power_watts NVML's power draw, last sample.",
+    "# TYPE prof_gpu_power_watts gauge",
+    'prof_gpu_power_watts{device="0",rank="0"} 250.000',
+    "# HELP prof_gpu_sm_clock_hertz NVML's SM clock, last sample.",
+    "# TYPE prof_gpu_sm_clock_hertz gauge",
+    'prof_gpu_sm_clock_hertz{device="0",rank="0"} 1980000000',
+]
+DRIVER_GAUGE = [
+    "# HELP prof_gpu_memory_used_bytes The driver's device memory used (cuMemGetInfo), "
+    "last sample.",
+    "# TYPE prof_gpu_memory_used_bytes gauge",
+    'prof_gpu_memory_used_bytes{device="0",rank="0"} 536870912',
+]
+
+
+@pytest.mark.parametrize("nvml", [True, False], ids=["nvml", "driver"])
+def test_gpu_metrics(gpu_start, tmp_path, nvml):
+    prom = str(tmp_path / "gpu.prom")
+    extra = {"PROF_METRICS": prom}
+    if not nvml:
+        extra["PROF_NVML"] = "0"
+    p = gpu_start(extra=extra, seconds=2.5)
+    assert p.proc.wait(timeout=60) == 0, "".join(p.err)
+    with open(prom) as f:
+        lines = f.read().splitlines()
+    # The GPU gauges follow the process's and end the text (no kernels
+    # without PROF_CUDA=kernels).
+    first = next(i for i, line in enumerate(lines) if line.startswith("# HELP prof_gpu_"))
+    got = lines[first:]
+    want = BUSY_HEAD + (NVML_GAUGES if nvml else DRIVER_GAUGE)
+    assert len(got) == len(want), "\n".join(got)
+    for g, w in zip(got, want):
+        assert (w.fullmatch(g) if isinstance(w, re.Pattern) else g == w), (g, w)
 
 
 def test_no_gpu_line_without_gpu_zones(env, start):
