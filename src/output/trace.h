@@ -85,6 +85,10 @@ void prof_trace_forget_parent(void);
 
 /* Between the trace's own files (trace_sink.c, trace.c). */
 struct trace_thread;
+/* The sink's zone hook: a zone record to prof_trace_zone or
+ * prof_trace_lane_zone (trace_zone.c). */
+struct prof_event;
+void prof_trace_sink_zone(const struct prof_event *e);
 /* Stage s is gone: its event head and call site freed (trace_zone.c). */
 void prof_trace_stage_gone(struct prof_stage *s);
 /* Thread t is gone: its on-CPU counter's last span written, then a point

@@ -11,6 +11,7 @@
 #include "runtime.h"
 #include "sink.h"
 #include "trace.h"
+#include "trace_text.h"
 #include "trace_track.h"
 
 /* Within the trace's step window (PROF_TRACE_STEPS), read from the
@@ -20,7 +21,7 @@ static int sink_wants(uint64_t ticks)
     const struct prof_config *cfg = prof_config_get();
     uint64_t open, close;
 
-    if (!prof_trace_active())
+    if (!trace_on())
         return 0;
     if (cfg->trace_step_first > 0) {
         open = __atomic_load_n(&prof_trace_open_ticks, __ATOMIC_ACQUIRE);
@@ -29,14 +30,6 @@ static int sink_wants(uint64_t ticks)
     }
     close = __atomic_load_n(&prof_trace_close_ticks, __ATOMIC_ACQUIRE);
     return close == 0 || ticks < close;
-}
-
-static void sink_zone(const struct prof_event *e)
-{
-    if (e->lane != 0)
-        prof_trace_lane_zone(e->thread, e->lane, e->stage, e->raw, e->start_ns, e->dur_ns);
-    else
-        prof_trace_zone(e->thread, e->stage, e->raw, e->start_ns, e->dur_ns, e->depth);
 }
 
 static void sink_counter(const struct prof_event *e, double value)
@@ -119,7 +112,7 @@ const struct prof_sink prof_trace_sink = {
     .name = "trace",
     .active = prof_trace_active,
     .wants = sink_wants,
-    .zone = sink_zone,
+    .zone = prof_trace_sink_zone,
     .counter = sink_counter,
     .mark = sink_mark,
     .step = sink_step,

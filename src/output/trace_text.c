@@ -43,7 +43,7 @@ static int cap_look(void);
 
 int prof_trace_active(void)
 {
-    return prof_trace_fmt.state == TRACE_ON;
+    return trace_on();
 }
 
 void __attribute__((noinline)) prof_trace_event_pad(size_t at, size_t len, size_t pad)

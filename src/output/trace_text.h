@@ -51,6 +51,13 @@ void prof_trace_common(const char *ph, uint32_t tid);
 void prof_trace_metadata(const char *what, uint32_t tid, const char *key, const char *svalue,
                          long ivalue);
 
+/* Tracing on (prof_trace_active), inline for the drain's per-record
+ * path (trace_sink.c's step window). */
+static inline int trace_on(void)
+{
+    return prof_trace_fmt.state == TRACE_ON;
+}
+
 /* ts as written: ns since the origin, never 0 (viewers treat 0 as unset). */
 static inline uint64_t rel(uint64_t ns)
 {

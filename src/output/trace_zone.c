@@ -192,8 +192,11 @@ void prof_trace_zone(struct prof_thread *t, struct prof_stage *s, const char *ra
     zone_event(s, raw, 0, thread_track(t, tt), rel(start_ns), end_ns - start_ns);
 }
 
-void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stage *s,
-                          const char *raw, uint64_t start_ns, uint64_t dur_ns)
+/* Not inlined into prof_trace_sink_zone: the zone of a thread's own track,
+ * the common case, is. */
+void __attribute__((noinline)) prof_trace_lane_zone(struct prof_thread *t, uint32_t lane,
+                                                    struct prof_stage *s, const char *raw,
+                                                    uint64_t start_ns, uint64_t dur_ns)
 {
     struct trace_thread *tt;
     uint32_t tid;
@@ -203,6 +206,17 @@ void prof_trace_lane_zone(struct prof_thread *t, uint32_t lane, struct prof_stag
     thread_meta(t, tt);
     tid = prof_trace_lane_track(t, tt, lane);
     zone_event(s, raw, 0, tid, rel(start_ns), dur_ns);
+}
+
+/* The trace sink's zone hook (prof_trace_sink, trace_sink.c), here beside
+ * the writers it calls: the drain's per-record path is one translation
+ * unit, prof_trace_zone inlined into it. */
+void prof_trace_sink_zone(const struct prof_event *e)
+{
+    if (e->lane != 0)
+        prof_trace_lane_zone(e->thread, e->lane, e->stage, e->raw, e->start_ns, e->dur_ns);
+    else
+        prof_trace_zone(e->thread, e->stage, e->raw, e->start_ns, e->dur_ns, e->depth);
 }
 
 void prof_trace_gpu_zone(struct prof_stage *s, int device, uint64_t stream, uint64_t start_ns,
