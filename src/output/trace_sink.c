@@ -1,7 +1,9 @@
 /* trace_sink.c - the trace as a sink of the collector (sink.h): which
  * records it takes (the step window), and each record's way to the trace's
  * writers (trace_zone.c, trace_events.c); a thread's and a stage's trace
- * state freed when they go. */
+ * state freed when they go. The zone hook is trace_zone.c's
+ * prof_trace_sink_zone, so that the drain's per-record path is one
+ * translation unit. */
 #include <stdint.h>
 #include <stdio.h>
 
