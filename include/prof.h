@@ -446,59 +446,49 @@ extern "C" {
 extern uint64_t prof_disabled_steps_;
 __attribute__((weak)) uint64_t prof_disabled_steps_;
 
-/* Each stub takes the call's own parameter types, so a program that builds
- * compiled out builds with the library too. */
-static inline int prof_enable_off_(int on) { (void)on; return 0; }
+/* Each call is a macro for a stub that takes the call's own parameter
+ * types, so a program that builds compiled out builds with the library
+ * too; a stub evaluates each argument once, as a call does, and most
+ * ignore them. */
+#  pragma GCC diagnostic push
+#  pragma GCC diagnostic ignored "-Wunused-parameter"
+static inline int prof_enable_off_(int on) { return 0; }
 static inline int prof_enabled_off_(void) { return 0; }
-static inline void prof_zone_end_off_(prof_zone *z) { (void)z; }
-static inline void prof_counter_off_(const char *n, double v) { (void)n; (void)v; }
-static inline void prof_mark_off_(const char *n) { (void)n; }
+static inline prof_zone prof_zone_begin_off_(const char *n)
+{ prof_zone z = {0, 0, 0, 0, 0, 0}; return z; }
+static inline void prof_zone_end_off_(prof_zone *z) {}
+static inline void prof_counter_off_(const char *n, double v) {}
+static inline void prof_mark_off_(const char *n) {}
+static inline uint64_t prof_step_off_(void)
+{ return __atomic_add_fetch(&prof_disabled_steps_, 1, __ATOMIC_RELAXED); }
 static inline int prof_thread_name_off_(const char *n) { return n ? 0 : -EINVAL; }
 static inline const char *prof_intern_off_(const char *s) { return s; }
 static inline int prof_flush_off_(void) { return -ESRCH; }
-static inline int prof_stats_off_(const char *n, prof_stage_stats *o)
-{ (void)n; (void)o; return -ESRCH; }
-static inline int prof_stats_list_off_(prof_stage_stats *o, size_t c)
-{ (void)o; (void)c; return -ESRCH; }
+static inline int prof_stats_off_(const char *n, prof_stage_stats *o) { return -ESRCH; }
+static inline int prof_stats_list_off_(prof_stage_stats *o, size_t c) { return -ESRCH; }
 static inline int prof_counter_stats_get_off_(const char *n, prof_counter_stats *o)
-{ (void)n; (void)o; return -ESRCH; }
-static inline int prof_counter_stats_list_off_(prof_counter_stats *o, size_t c)
-{ (void)o; (void)c; return -ESRCH; }
-static inline int prof_summary_print_off_(FILE *f) { (void)f; return -ESRCH; }
+{ return -ESRCH; }
+static inline int prof_counter_stats_list_off_(prof_counter_stats *o, size_t c) { return -ESRCH; }
+static inline int prof_summary_print_off_(FILE *f) { return -ESRCH; }
 static inline int prof_summary_snprint_off_(char *buf, size_t size, int format)
-{ (void)format; if (buf != NULL && size > 0) buf[0] = '\0'; return -ESRCH; }
+{ if (buf != NULL && size > 0) buf[0] = '\0'; return -ESRCH; }
 static inline int prof_reset_off_(void) { return 0; }
 static inline int prof_shutdown_off_(void) { return 0; }
-static inline void prof_set_summary_handler_off_(prof_summary_fn f, void *u) { (void)f; (void)u; }
-static inline void prof_set_logger_off_(prof_log_fn f, void *u) { (void)f; (void)u; }
-static inline void prof_cuda_zone_end_off_(prof_cuda_zone *z) { (void)z; }
-static inline int prof_window_stats_list_off_(prof_stage_stats *o, size_t c, uint64_t *e)
-{ (void)o; (void)c; (void)e; return -ESRCH; }
-static inline prof_zone prof_zone_begin_off_(const char *name)
-{
-    prof_zone z = {0, 0, 0, 0, 0, 0};
-    (void)name;
-    return z;
-}
-static inline prof_cuda_zone prof_cuda_zone_begin_off_(const char *name, void *stream)
-{
-    prof_cuda_zone z = {{0, 0, 0, 0, 0, 0}, 0, 0};
-    (void)name; (void)stream;
-    return z;
-}
-static inline uint64_t prof_step_off_(void)
-{
-    return __atomic_add_fetch(&prof_disabled_steps_, 1, __ATOMIC_RELAXED);
-}
-static inline uint64_t prof_step_count_off_(void)
-{
-    return __atomic_load_n(&prof_disabled_steps_, __ATOMIC_RELAXED);
-}
-#ifdef PROF_VERSION_STRING
+static inline void prof_set_summary_handler_off_(prof_summary_fn f, void *u) {}
+#  ifdef PROF_VERSION_STRING
 static inline const char *prof_version_off_(void) { return PROF_VERSION_STRING; }
-#else
+#  else
 static inline const char *prof_version_off_(void) { return "disabled"; }
-#endif
+#  endif
+static inline void prof_set_logger_off_(prof_log_fn f, void *u) {}
+static inline int prof_window_stats_list_off_(prof_stage_stats *o, size_t c, uint64_t *e)
+{ return -ESRCH; }
+static inline uint64_t prof_step_count_off_(void)
+{ return __atomic_load_n(&prof_disabled_steps_, __ATOMIC_RELAXED); }
+static inline prof_cuda_zone prof_cuda_zone_begin_off_(const char *n, void *s)
+{ prof_cuda_zone z = {{0, 0, 0, 0, 0, 0}, 0, 0}; return z; }
+static inline void prof_cuda_zone_end_off_(prof_cuda_zone *z) {}
+#  pragma GCC diagnostic pop
 #  ifdef __cplusplus
 }  /* extern "C" */
 #  endif
@@ -507,28 +497,27 @@ static inline const char *prof_version_off_(void) { return "disabled"; }
 #  define prof_enabled() prof_enabled_off_()
 #  define prof_zone_begin(name) prof_zone_begin_off_(name)
 #  define prof_zone_end(zone) prof_zone_end_off_(zone)
-#  define prof_counter(name, value) prof_counter_off_((name), (value))
+#  define prof_counter(name, value) prof_counter_off_(name, value)
 #  define prof_mark(name) prof_mark_off_(name)
 #  define prof_step() prof_step_off_()
 #  define prof_thread_name(name) prof_thread_name_off_(name)
 #  define prof_intern(s) prof_intern_off_(s)
 #  define prof_flush() prof_flush_off_()
-#  define prof_stats(name, out) prof_stats_off_((name), (out))
-#  define prof_stats_list(out, cap) prof_stats_list_off_((out), (cap))
-#  define prof_counter_stats_get(name, out) prof_counter_stats_get_off_((name), (out))
-#  define prof_counter_stats_list(out, cap) prof_counter_stats_list_off_((out), (cap))
+#  define prof_stats(name, out) prof_stats_off_(name, out)
+#  define prof_stats_list(out, cap) prof_stats_list_off_(out, cap)
+#  define prof_counter_stats_get(name, out) prof_counter_stats_get_off_(name, out)
+#  define prof_counter_stats_list(out, cap) prof_counter_stats_list_off_(out, cap)
 #  define prof_summary_print(f) prof_summary_print_off_(f)
-#  define prof_summary_snprint(buf, size, format) \
-    prof_summary_snprint_off_((buf), (size), (format))
+#  define prof_summary_snprint(buf, size, fmt) prof_summary_snprint_off_(buf, size, fmt)
 #  define prof_reset() prof_reset_off_()
 #  define prof_shutdown() prof_shutdown_off_()
-#  define prof_set_summary_handler(fn, user) prof_set_summary_handler_off_((fn), (user))
+#  define prof_set_summary_handler(fn, user) prof_set_summary_handler_off_(fn, user)
 #  define prof_version() prof_version_off_()
-#  define prof_set_logger(fn, user) prof_set_logger_off_((fn), (user))
-#  define prof_cuda_zone_begin(name, stream) prof_cuda_zone_begin_off_((name), (stream))
-#  define prof_cuda_zone_end(zone) prof_cuda_zone_end_off_(zone)
-#  define prof_window_stats_list(out, cap, end) prof_window_stats_list_off_((out), (cap), (end))
+#  define prof_set_logger(fn, user) prof_set_logger_off_(fn, user)
+#  define prof_window_stats_list(out, cap, end) prof_window_stats_list_off_(out, cap, end)
 #  define prof_step_count() prof_step_count_off_()
+#  define prof_cuda_zone_begin(name, stream) prof_cuda_zone_begin_off_(name, stream)
+#  define prof_cuda_zone_end(zone) prof_cuda_zone_end_off_(zone)
 #endif /* PROF_DISABLE */
 
 #endif /* PROF_H */

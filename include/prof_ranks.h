@@ -96,45 +96,44 @@ PROF_API void prof_ranks_abandon(const char *why);
 #endif
 
 #if defined(PROF_DISABLE)
+/* The stubs, as prof.h's: each takes its call's parameter types and
+ * evaluates each argument once. */
 #  ifdef __cplusplus
 extern "C" {
 #  endif
-static inline int prof_ranks_start_off_(uint64_t *every, uint64_t *timeout)
-{ (void)every; (void)timeout; return -ESRCH; }
-static inline int prof_ranks_snapshot_off_(void *st, size_t size, int rank)
-{ (void)st; (void)size; (void)rank; return -ESRCH; }
+#  pragma GCC diagnostic push
+#  pragma GCC diagnostic ignored "-Wunused-parameter"
+static inline int prof_ranks_start_off_(uint64_t *every, uint64_t *timeout) { return -ESRCH; }
+static inline int prof_ranks_snapshot_off_(void *st, size_t size, int rank) { return -ESRCH; }
 static inline int prof_ranks_snapshot_rows_off_(void *st, size_t size, int rank,
                                                 const prof_stage_stats *rows, size_t n,
                                                 uint64_t end, uint64_t steps, uint64_t wall)
-{ (void)st; (void)size; (void)rank; (void)rows; (void)n; (void)end; (void)steps; (void)wall;
-  return -ESRCH; }
+{ return -ESRCH; }
 static inline int prof_ranks_contribute_off_(void *st, int round, void *buf, size_t size,
                                              size_t *parts)
-{ (void)st; (void)round; (void)buf; (void)size; (void)parts; return -ESRCH; }
+{ return -ESRCH; }
 static inline int prof_ranks_combine_off_(void *inout, const void *in, size_t size)
-{ (void)inout; (void)in; (void)size; return -ESRCH; }
+{ return -ESRCH; }
 static inline int prof_ranks_result_off_(void *st, int round, const void *buf, size_t size)
-{ (void)st; (void)round; (void)buf; (void)size; return -ESRCH; }
+{ return -ESRCH; }
 static inline int prof_ranks_format_off_(const void *st, int format, char *buf, size_t size)
-{ (void)st; (void)format; if (buf != NULL && size > 0) buf[0] = '\0'; return -ESRCH; }
-static inline int prof_ranks_emit_off_(const void *st) { (void)st; return -ESRCH; }
-static inline void prof_ranks_abandon_off_(const char *why) { (void)why; }
+{ if (buf != NULL && size > 0) buf[0] = '\0'; return -ESRCH; }
+static inline int prof_ranks_emit_off_(const void *st) { return -ESRCH; }
+static inline void prof_ranks_abandon_off_(const char *why) {}
+#  pragma GCC diagnostic pop
 #  ifdef __cplusplus
 }  /* extern "C" */
 #  endif
 
-#  define prof_ranks_start(every, timeout) prof_ranks_start_off_((every), (timeout))
-#  define prof_ranks_snapshot(state, size, rank) \
-    prof_ranks_snapshot_off_((state), (size), (rank))
+#  define prof_ranks_start(every, timeout) prof_ranks_start_off_(every, timeout)
+#  define prof_ranks_snapshot(state, size, rank) prof_ranks_snapshot_off_(state, size, rank)
 #  define prof_ranks_snapshot_rows(state, size, rank, rows, n, end, steps, wall) \
-    prof_ranks_snapshot_rows_off_((state), (size), (rank), (rows), (n), (end), (steps), (wall))
+    prof_ranks_snapshot_rows_off_(state, size, rank, rows, n, end, steps, wall)
 #  define prof_ranks_contribute(state, round, buf, size, parts) \
-    prof_ranks_contribute_off_((state), (round), (buf), (size), (parts))
-#  define prof_ranks_combine(inout, in, size) prof_ranks_combine_off_((inout), (in), (size))
-#  define prof_ranks_result(state, round, buf, size) \
-    prof_ranks_result_off_((state), (round), (buf), (size))
-#  define prof_ranks_format(state, format, buf, size) \
-    prof_ranks_format_off_((state), (format), (buf), (size))
+    prof_ranks_contribute_off_(state, round, buf, size, parts)
+#  define prof_ranks_combine(inout, in, size) prof_ranks_combine_off_(inout, in, size)
+#  define prof_ranks_result(state, round, buf, size) prof_ranks_result_off_(state, round, buf, size)
+#  define prof_ranks_format(state, fmt, buf, size) prof_ranks_format_off_(state, fmt, buf, size)
 #  define prof_ranks_emit(state) prof_ranks_emit_off_(state)
 #  define prof_ranks_abandon(why) prof_ranks_abandon_off_(why)
 #endif /* PROF_DISABLE */

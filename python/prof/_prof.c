@@ -3,10 +3,14 @@
  * where the module prof._prof is made, and the calls that switch and steer
  * the runtime as a whole (enable, flush, reset, shutdown, versions).
  *
- * The module is built from one file per part, sharing _prof.h:
+ * The module is built from one file per part, sharing _prof_common.h:
  *
- *   _prof_zone.c     Zone (`with` and decorator), ZoneWrapper, the
- *                    per-thread stack of open `with` zones: the hot path
+ *   _prof_zone.c     Zone (`with` and decorator), its __enter__ and
+ *                    __exit__; the design of Python zones
+ *   _prof_zone_stack.c  the per-context stacks of open `with` zones, each
+ *                    thread's state, a zone's open and end on them (the
+ *                    fast paths inline in _prof_zone_stack.h): the hot path
+ *   _prof_zone_wrapper.c  @prof.zone: ZoneWrapper
  *   _prof_names.c    name checks, interning, the Zone cache; prof.zone()
  *   _prof_nullctx.c  the no-op context manager of a disabled
  *                    ProfilingContext
@@ -17,8 +21,9 @@
  *   _prof_ranks.c    the C half of prof.distributed
  *
  * The other files hand their module functions, types and shared objects
- * to this one through _prof.h; the method table and PyInit__prof stay
- * here, so the module's whole surface and its init order read in one place.
+ * to this one through _prof_common.h; the method table and PyInit__prof
+ * stay here, so the module's whole surface and its init order read in one
+ * place. Calls go one way: this file uses the parts, no part uses it.
  *
  * Threads and the GIL: the module is only entered with the GIL held, which
  * serialises the name cache and the per-thread stacks' owners. The runtime
@@ -27,7 +32,7 @@
  * text under a plain mutex (_prof_log.c). Calls that wait on the collector
  * release the GIL while they wait.
  */
-#include "_prof.h"
+#include "_prof_common.h"
 
 #include <dlfcn.h>
 
@@ -176,26 +181,17 @@ PyMODINIT_FUNC PyInit__prof(void);
 
 PyMODINIT_FUNC PyInit__prof(void)
 {
-    PyObject *m, *functools;
+    PyObject *m;
     static int once;
 
-    if (PyType_Ready(&Zone_Type) < 0 || PyType_Ready(&ZoneWrapper_Type) < 0 ||
+    if (zone_type_init() < 0 || zone_wrapper_init() < 0 ||
         PyType_Ready(&NullCtx_Type) < 0 || PyType_Ready(&CudaZone_Type) < 0 ||
         zone_stacks_init() < 0)
         return NULL;
     if (!once) {
-        if (pthread_key_create(&stack_key, stack_free) != 0)
-            return PyErr_NoMemory();
         pthread_atfork(NULL, NULL, log_atfork_child);
         once = 1;
     }
-    functools = PyImport_ImportModule("functools");
-    if (functools == NULL)
-        return NULL;
-    Py_XSETREF(update_wrapper, PyObject_GetAttrString(functools, "update_wrapper"));
-    Py_DECREF(functools);
-    if (update_wrapper == NULL)
-        return NULL;
     if (zone_cache == NULL && (zone_cache = PyDict_New()) == NULL)
         return NULL;
     if (null_ctx == NULL && (null_ctx = PyObject_CallNoArgs((PyObject *)&NullCtx_Type)) == NULL)

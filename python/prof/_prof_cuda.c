@@ -9,7 +9,7 @@
  * collector); this file only turns a torch stream or an int handle into a
  * CUstream and keeps the Python-side checks.
  */
-#include "_prof.h"
+#include "_prof_common.h"
 
 #include <string.h>
 

@@ -8,7 +8,7 @@
  * summaries waiting for Python's logging are handed over (_prof_log.c), so
  * it tests log_pending itself rather than pay for a call every step.
  */
-#include "_prof.h"
+#include "_prof_common.h"
 
 #include <errno.h>
 #include <string.h>

@@ -13,7 +13,7 @@
  * The queue is bounded (LOG_PENDING_MAX): a program that never steps or
  * flushes loses the oldest summaries, and the next drain says how many.
  */
-#include "_prof.h"
+#include "_prof_common.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * Cached Zones are never removed, so the pointers handed out stay valid
  * for the life of the process. GIL held throughout.
  */
-#include "_prof.h"
+#include "_prof_common.h"
 
 #include <string.h>
 

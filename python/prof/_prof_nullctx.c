@@ -5,7 +5,7 @@
  * `with` protocol itself, which also makes it the Python benchmark's
  * baseline for that cost (bench/python_overhead.py).
  */
-#include "_prof.h"
+#include "_prof_common.h"
 
 typedef struct {
     PyObject_HEAD

@@ -10,7 +10,7 @@
  * allocated by the Python allocator: aligned for the int64 words), and
  * each round's contribution in another, which torch reduces in place.
  */
-#include "_prof.h"
+#include "_prof_common.h"
 #include <prof_ranks.h>
 
 #include <string.h>

@@ -10,7 +10,7 @@
  * between (other threads keep recording). Flushing and listing run with
  * the GIL released: they wait on the collector, which never needs it.
  */
-#include "_prof.h"
+#include "_prof_common.h"
 
 #include <errno.h>
 #include <string.h>

@@ -295,7 +295,7 @@ PROF_API void prof_zone_close_kind_(prof_zone *z, int raw_ticks, uint32_t kind)
     z->start = 0;
 }
 
-/* Python's zones nest by task (python/prof/_prof_zone.c): a task that
+/* Python's zones nest by task (python/prof/_prof_zone_stack.c): a task that
  * resumes takes up its own nesting, whatever zones other tasks left open
  * on the thread. Their levels are the other tasks' to give back when
  * their zones end (each end first resumes its own task's nesting), so the

@@ -40,6 +40,13 @@ prof_impl.h) is base. The rules:
      fork.c <-> start.c were such circles). Rule 3 already keeps circles
      from crossing floors.
 
+The Python extension (python/prof/*.c, one module built from one file
+per part) has no floors, but rule 4 holds there too, a use counted more
+widely: a part uses another when it mentions a function or an object
+(Zone_Type, a cache) that the other's .c defines with external linkage,
+or includes the other's header. A header no .c is named after (what
+every part shares) belongs to no part.
+
 Comments, string and character literals are removed before anything is
 read. A use is any mention of the name outside a declaration: a call, or
 the address taken. At file scope, `name(` is a declaration (C has no calls
@@ -48,9 +55,10 @@ there); `struct name`, `.name` and `->name` are other namespaces. In a
 path (prof_impl.h, which prof.h includes) are not seen (headers are not
 expanded).
 
-    python3 src_layering.py [SRC_DIR [INCLUDE_DIR]]
+    python3 src_layering.py [SRC_DIR [INCLUDE_DIR [PYTHON_DIR]]]
 
-SRC_DIR defaults to $PROF_TEST_SOURCE_DIR/src, INCLUDE_DIR to SRC_DIR/../include.
+SRC_DIR defaults to $PROF_TEST_SOURCE_DIR/src, INCLUDE_DIR to SRC_DIR/../include,
+PYTHON_DIR (the extension's folder, python/prof) to none: not checked.
 Exit 0 when the rules hold, 1 (each violation on stderr) when not, 77 when
 the directories are missing.
 """
@@ -293,6 +301,12 @@ def call_circles(graph, floor, defined):
             if owner[name] != p:
                 edges[p].add(owner[name])
                 edges.setdefault(owner[name], set())
+    return strong_components(edges)
+
+
+def strong_components(edges):
+    """The strongly connected components of more than one node of the graph
+    {node: set of nodes}, each as a sorted list."""
     # Tarjan's algorithm, without recursion.
     index, low, on, stack, out = {}, {}, set(), [], []
     for root in sorted(edges):
@@ -328,6 +342,51 @@ def call_circles(graph, floor, defined):
                 if len(comp) > 1:
                     out.append(sorted(comp))
     return out
+
+
+# ------------------------------------------------------- the Python extension
+
+OBJECT_RE = re.compile(r'^(?!static\b|extern\b|typedef\b|return\b)[A-Za-z_][ \t\w*]*?'
+                       r'\b([A-Za-z_]\w*)[ \t]*(?:\[[^\]\n]*\][ \t]*)?(?:=|;)', re.M)
+EXTERN_RE = re.compile(r'^[ \t]*extern\b[^;]*;', re.M)
+
+
+def lib_objects(code):
+    """Objects a file defines with external linkage: a declaration that
+    starts a line at file scope (`PyTypeObject Zone_Type = {`,
+    `PyObject *zone_cache;`), neither static, extern nor a typedef."""
+    return {m.group(1) for m in OBJECT_RE.finditer(code)}
+
+
+def extension_circles(py_dir):
+    """(parts, circles) of the extension's files: as call_circles(), a part
+    using another also by an object it defines or by including its
+    header (extern declarations are no use)."""
+    files = sorted(os.path.join(py_dir, f) for f in os.listdir(py_dir)
+                   if f.endswith(('.c', '.h')))
+    code = {path: strip_code(read(path)) for path in files}
+    part_of = {path: os.path.splitext(os.path.basename(path))[0] for path in files}
+    parts = {part_of[p] for p in files if p.endswith('.c')}
+    owner = {}
+    for path in files:
+        if path.endswith('.c'):
+            for name in lib_functions(code[path]) | lib_objects(code[path]):
+                owner[name] = part_of[path]
+    edges = {p: set() for p in parts}
+    for path in files:
+        p = part_of[path]
+        if p not in parts:
+            continue
+        raw = read(path)
+        for m in INCLUDE_RE.finditer(code[path]):
+            q = os.path.splitext(raw[m.start(1):m.end(1)])[0]
+            if q in parts and q != p:
+                edges[p].add(q)
+        text = EXTERN_RE.sub(lambda m: re.sub(r'[^\n]', ' ', m.group(0)), code[path])
+        for _, name in uses(text, set(owner)):
+            if owner[name] != p:
+                edges[p].add(owner[name])
+    return parts, strong_components(edges)
 
 
 # --------------------------------------------------------------------- main
@@ -405,6 +464,16 @@ def main():
         bad.append('call circle: ' + ' <-> '.join(comp) + ' (each uses a function of the next; '
                    'one of them must not: a hook, or a helper moved down)')
     print(f'{len(circles)} call circles between parts')
+
+    # The extension's files: no circle either.
+    if len(sys.argv) > 3:
+        py_dir = os.path.abspath(sys.argv[3])
+        parts, circles = extension_circles(py_dir)
+        for comp in circles:
+            bad.append(f'{rel(py_dir)}: call circle: ' + ' <-> '.join(comp) +
+                       ' (each uses a function, an object or the header of the next; one of '
+                       'them must not: a header of what they share, or an init call)')
+        print(f'{rel(py_dir)}: {len(parts)} parts, {len(circles)} call circles')
 
     for msg in bad:
         print(msg, file=sys.stderr)

@@ -1,18 +1,20 @@
 /*
- * _prof.h - what the files of the extension prof._prof share.
+ * _prof_common.h - what the files of the extension prof._prof share.
  *
  * The extension is one module built from several files, each owning one
  * part (_prof.c lists them). This header is private to them: nothing in it
  * is installed, and the extension is built with hidden visibility, so the
- * names below never leave _prof*.so. Every file includes it first, because
- * Python.h must come before any system header.
+ * names below never leave _prof*.so. Every file includes it first (or a
+ * header of its part that does), because Python.h must come before any
+ * system header. It belongs to no part: _prof.c uses the parts, and no
+ * part uses _prof.c.
  *
  * Everything declared here is used only with the GIL held, which is what
  * serialises it; log_pending is the one exception (the collector thread
  * raises it, see _prof_log.c).
  */
-#ifndef PROF_PYTHON_PROF_H
-#define PROF_PYTHON_PROF_H
+#ifndef PROF_PYTHON_PROF_COMMON_H
+#define PROF_PYTHON_PROF_COMMON_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,7 +37,7 @@
 #define NAME_MAX_BYTES 1024
 
 /* ------------------------------------------------------------------------ */
-/* Zones (_prof_zone.c) and their names (_prof_names.c)                      */
+/* Zones (_prof_zone*.c) and their names (_prof_names.c)                     */
 
 typedef struct {
     PyObject_HEAD
@@ -45,15 +47,18 @@ typedef struct {
                             first use (_prof_zone.c); NULL until then */
 } ZoneObject;
 
-extern PyTypeObject Zone_Type;
-extern PyTypeObject ZoneWrapper_Type;
+extern PyTypeObject Zone_Type;         /* _prof_zone.c */
+extern PyTypeObject ZoneWrapper_Type;  /* _prof_zone_wrapper.c */
 extern PyObject *zone_cache;       /* str -> Zone; made by PyInit__prof */
-extern PyObject *update_wrapper;   /* functools.update_wrapper; set by PyInit__prof */
-extern pthread_key_t stack_key;    /* frees a thread's zone state at its exit */
-void stack_free(void *p);
-/* Module set-up, after Zone_Type is ready: the ContextVar behind the
- * per-context stacks of open zones, and Zone's __enter__ and __exit__. */
+/* Module set-up, each 0 or -1 with an exception set: Zone_Type with its
+ * __enter__ and __exit__; ZoneWrapper_Type and functools.update_wrapper;
+ * the ContextVar behind the per-context stacks of open zones and the key
+ * that frees a thread's zone state at its exit. */
+int zone_type_init(void);
+int zone_wrapper_init(void);
 int zone_stacks_init(void);
+/* Zone(func), the decorator (_prof_zone_wrapper.c): Zone_Type's call. */
+PyObject *Zone_call(ZoneObject *self, PyObject *args, PyObject *kwargs);
 
 /* The interned name for a zone, counter or mark name (the Zone cache's),
  * or NULL with an exception set. */
@@ -82,8 +87,9 @@ void log_atfork_child(void);
 
 /* _prof_names.c */
 PyObject *py_zone(PyObject *m, PyObject *name);
-/* _prof_zone.c */
+/* _prof_zone_wrapper.c */
 PyObject *py_set_special_wrapper(PyObject *m, PyObject *fn);
+/* _prof_zone_stack.c */
 PyObject *py_debug_state(PyObject *m, PyObject *ignored);
 /* _prof_nullctx.c */
 PyObject *py_null_track(PyObject *m, PyObject *name);
@@ -115,4 +121,4 @@ PyObject *py_ranks_format(PyObject *m, PyObject *args, PyObject *kwargs);
 PyObject *py_ranks_emit(PyObject *m, PyObject *obj);
 PyObject *py_ranks_abandon(PyObject *m, PyObject *arg);
 
-#endif /* PROF_PYTHON_PROF_H */
+#endif /* PROF_PYTHON_PROF_COMMON_H */
