@@ -6,7 +6,7 @@
  * by the thread or stage it is handed, freed in thread_gone), and touches
  * no struct of another part. Every hook runs on the collector side with
  * the runtime lock held, so it must not block (I/O happens after the pass,
- * with the lock released: trace_out.c, summary_out.c, metrics.c). */
+ * with the lock released: trace_queue.c, summary_out.c, metrics.c). */
 #ifndef PROF_SINK_H
 #define PROF_SINK_H
 

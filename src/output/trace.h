@@ -1,7 +1,9 @@
 /* trace.h - the Chrome trace (docs/FORMATS.md): events formatted on the
  * collector side, runtime lock held, into batches of whole lines that
  * trace_out.h writes with the lock released, so a killed process leaves a
- * file that ends at an event boundary. */
+ * file that ends at an event boundary. Defined by trace.c (open, close,
+ * fork), trace_text.c (flush), trace_place.c, trace_zone.c, trace_events.c
+ * and trace_sink.c. */
 #ifndef PROF_TRACE_H
 #define PROF_TRACE_H
 
@@ -80,5 +82,20 @@ void prof_trace_atfork_child(void);
 /* In a forked child of a started runtime: never touch the parent's file;
  * reopen when the path has %p, else stay off. */
 void prof_trace_forget_parent(void);
+
+/* Between the trace's own files (trace_sink.c, trace.c). */
+struct trace_thread;
+/* The sink's zone hook: a zone record to prof_trace_zone or
+ * prof_trace_lane_zone (trace_zone.c). */
+struct prof_event;
+void prof_trace_sink_zone(const struct prof_event *e);
+/* Stage s is gone: its event head and call site freed (trace_zone.c). */
+void prof_trace_stage_gone(struct prof_stage *s);
+/* Thread t is gone: its on-CPU counter's last span written, then a point
+ * of 0 (trace_events.c). */
+void prof_trace_cpu_gone(struct prof_thread *t, struct trace_thread *tt);
+/* A new trace file: NaN and Inf samples counted from 0, the dropped count
+ * written anew (trace_events.c). */
+void prof_trace_counters_reset(void);
 
 #endif

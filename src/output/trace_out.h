@@ -1,17 +1,18 @@
-/* trace_out.h - the trace file's writing side.
+/* trace_out.h - the trace file's writing side: the queue of batches and
+ * the writer's service (trace_queue.c), the file (trace_file.c).
  *
- * The formatter (trace.c) fills batches of JSON text under the runtime lock
- * and queues them here; the output writer thread (writer.h) writes the
+ * The formatter (trace_text.c) fills batches of JSON text under the runtime
+ * lock and queues them here; the output writer thread (writer.h) writes the
  * queue (compressing it for a .gz path), so neither the collector nor a
  * thread that waits on the runtime lock (a first zone, prof_flush,
  * prof_stats, fork) writes to the disk or to the file's reader; a program's
  * thread waits for the writer only in prof_flush (and for room in a full
- * queue), bounded (writer.h). Batches are
- * written whole and in order, by one writer at a time. The queue is
- * bounded (QUEUE_MAX in trace_out.c, 4 MB): a batch that finds it full is
- * dropped and its events counted; the file says how many in an instant
- * event ("prof: N trace events dropped ...") before the next batch
- * written, and stderr says it once, then the total at the end.
+ * queue), bounded (writer.h). Batches are written whole and in order, by
+ * one writer at a time. The queue is bounded (QUEUE_MAX in trace_queue.c,
+ * 64 MB): a batch that finds it full is dropped and its events counted; the
+ * file says how many in an instant event ("prof: N trace events dropped
+ * ...") before the next batch written, and stderr says it once, then the
+ * total at the end.
  *
  * Lock order: runtime lock, then the writer's lock, then the queue's. */
 #ifndef PROF_TRACE_OUT_H

@@ -3,7 +3,7 @@
  * a disk, a pipe or a reader.
  *
  * An output keeps its own bounded queue of buffers (summary_out.c: the
- * summaries; trace_out.c: the trace's batches) and a service function
+ * summaries; trace_queue.c: the trace's batches) and a service function
  * that writes what is queued. Whoever queues (the collector, under the
  * runtime lock, or an application thread in prof_flush) then calls
  * prof_writer_kick(service): the writer thread runs every service it was

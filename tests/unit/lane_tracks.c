@@ -1,6 +1,6 @@
 /* lane_tracks.c - every thread's lane gets a trace track of its own, for
- * as many threads as the process ever runs (src/output/trace.c). Run by
- * lane_tracks.py, which reads the trace.
+ * as many threads as the process ever runs (src/output/trace_track.c).
+ * Run by lane_tracks.py, which reads the trace.
  *
  *   lane_tracks N: N threads, one at a time, each with one zone in lane 1
  *   (an asyncio task's lane, as the Python binding records it) and one in

@@ -1,5 +1,14 @@
-/* trace_out.c - queue, compress and write the trace's batches (see
- * trace_out.h for who calls what, trace.c for the file's layout).
+/* trace_file.c - the trace's file (trace_out.h): made with its opening
+ * in it, written batch by batch (compressed for a .gz path), ended by the
+ * close path or the signal path. trace_queue.c calls what trace_file.h
+ * declares with write_lock held; the signal path takes no lock.
+ *
+ * A path ending in ".gz" gets a gzip stream (gz.c; zlib loaded at run
+ * time, plain JSON to the name without ".gz" when it is missing). Each
+ * batch is compressed on the writing side and ends at a sync point, so the
+ * file always decompresses to whole events up to the last batch written;
+ * a kill inside a batch's write(2) (microseconds per batch) can cut that
+ * batch's last event.
  *
  * Ending the file: exactly one path writes the end. A state word goes
  * OPEN -> WRITING -> OPEN around each batch and OPEN -> ENDED when the
@@ -9,15 +18,15 @@
  * a final stored block holding "\n]\n" plus the gzip trailer, computed
  * after every batch (no zlib call in the handler). A signal that arrives
  * while another thread writes a batch (WRITING) or the end (ENDED by the
- * close path) waits for it, half a second at most, and then ends
- * the file or finds it closed: the trace is closed whichever of the two
- * signals of a supervisor lands first (before, a second signal during the
+ * close path) waits for it, half a second at most, and then ends the file
+ * or finds it closed: the trace is closed whichever of the two signals of
+ * a supervisor lands first (without the wait, a second signal during the
  * final drain left a plain file without its "]" one time in three, a gzip
  * stream without its end three times in four). A signal on the writing
- * thread itself cannot wait, and leaves the file as a killed process does. */
+ * thread itself cannot wait, and leaves the file as a killed process
+ * does. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +40,7 @@
 #include "gz.h"
 #include "log.h"
 #include "process.h"
-#include "runtime.h"
+#include "trace_file.h"
 #include "trace_out.h"
 #include "writer.h"
 
@@ -40,48 +49,23 @@
  * and 7.1x smaller than plain JSON; docs/TRACE.md). */
 #define GZ_LEVEL 1
 #define END_TEXT "\n]\n"
-/* Queued JSON past which the collector's batches are dropped: 256
- * batches, a quarter of a second of the collector's formatting at full
- * speed. A 4 MB bound dropped events on a loaded 2-core machine with a
- * disk that was only late (trace_valid's final drain), not stuck. */
-#define QUEUE_MAX (64u << 20)
 #define PAGE 4096u
-/* Written batches kept for their memory: as many as the queue holds, so a
- * steady run allocates none (a fresh 256 KB buffer is a fresh mapping,
- * page faults and all). */
-#define SPARES_MAX 16
 
 enum { W_CLOSED, W_OPEN, W_WRITING, W_ENDED };   /* wstate: who may write */
 
-struct batch {
-    struct batch *next;
-    struct prof_buf text;
-    uint64_t text_at;            /* JSON offset of the batch's first byte, as
-                                    the formatter counted (dropped text in) */
-    uint64_t dropped_events;     /* events dropped just before this batch */
-};
-
 /* Owned by the writer (write_lock held). */
-/* The threads that must never wait on the trace's descriptor: the
- * collector, and a summary handler on any thread (as collector.c's
- * prof_collector_is_self, which this floor does not call). */
-static int on_collector(void)
-{
-    return prof_rt_on_collector() || prof_writer_in_handler();
-}
-
-static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fd = -1;
 static struct prof_gz *gz;       /* non-NULL: the file is a gzip stream */
 static struct prof_buf zbuf;     /* compressed output of one batch */
 static char path[4096];
 static int in_write;             /* a batch is being written (seen by a
                                     forked child: the stream may be torn) */
-static struct batch *writing;    /* that batch, out of the queue meanwhile */
 /* A forked child's copy of a stream its parent was writing: kept where
  * leak checkers see it, never used. */
 static struct prof_gz *torn_gz __attribute__((used));
 static struct prof_buf torn_zbuf __attribute__((used));
+static struct prof_buf carry;    /* the opening's bytes the pipe did not take
+                                    at open: the writer writes them first */
 
 /* Shared with the signal path. */
 static int wstate = W_CLOSED;
@@ -92,29 +76,17 @@ static pid_t fd_pid;             /* the process that opened fd: no other writes 
 static unsigned char end_bytes[64];   /* what the signal path writes */
 static size_t end_len;
 
-/* The queue (queue_lock held). */
-static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct batch *head, **tail = &head;
-static struct batch *spare;      /* written batches kept for their memory */
-static unsigned nspare;
-static size_t queued;            /* JSON bytes in the queue */
-static uint64_t text_total;      /* JSON bytes given to the queue, dropped too */
-static uint64_t drop_unsaid;     /* events dropped since the last batch queued */
-static uint64_t drop_total;      /* events dropped since the file was opened */
-static int end_wanted;           /* prof_trace_out_close: write the end */
-static int abandon_wanted;       /* prof_trace_out_abandon */
 static uint64_t origin_ns;       /* the trace's ts 0 (prof_trace_out_origin) */
-static uint64_t queued_end;      /* JSON offset of the end of the last batch
-                                    queued: what a flush waits for */
-static uint64_t text_done;       /* JSON offset the writer has gone past
-                                    (batches written, or not, the file failed) */
-static struct prof_buf carry;    /* the opening's bytes the pipe did not take
-                                    at open: the writer writes them first */
 
 /* The trace's path as every message shows it: made from PROF_TRACE. */
 static const char *path_said(char q[PROF_LOG_VALUE_SIZE], const char *p)
 {
     return prof_log_value(q, PROF_LOG_VALUE_SIZE, "PROF_TRACE", p);
+}
+
+const char *prof_trace_file_path_said(char q[PROF_LOG_VALUE_SIZE])
+{
+    return path_said(q, path);
 }
 
 /* Read by the formatter (atomics). */
@@ -138,8 +110,6 @@ static int ends_with_gz(const char *s)
 
     return n > 3 && strcmp(s + n - 3, ".gz") == 0;
 }
-
-static int trace_service(void);
 
 /* The opening's bytes as they go to the file (compressed for gz), in
  * *data, *len (write_lock held). 0, or -ENOMEM (said). */
@@ -231,15 +201,14 @@ static int write_opening(const char *data, size_t len)
     return 0;
 }
 
-int prof_trace_out_open(char *p, struct prof_buf *opening)
+int prof_trace_file_open(char *p, struct prof_buf *opening)
 {
     static int zlib_note;
     char q[PROF_LOG_VALUE_SIZE];
     const char *why, *data;
     size_t len;
-    int err, left;
+    int err;
 
-    pthread_mutex_lock(&write_lock);
     if (ends_with_gz(p)) {
         if (prof_gz_load(&why) == 0)
             gz = prof_gz_new(GZ_LEVEL);
@@ -285,27 +254,22 @@ int prof_trace_out_open(char *p, struct prof_buf *opening)
     fd_pid = getpid();
     __atomic_store_n(&raw_written, (uint64_t)opening->len, __ATOMIC_RELAXED);
     __atomic_store_n(&ended_by_signal, 0, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&queue_lock);
-    text_total = queued_end = text_done = opening->len;
-    drop_unsaid = drop_total = 0;
-    end_wanted = abandon_wanted = 0;
-    pthread_mutex_unlock(&queue_lock);
-    opening->len = 0;
-    /* Only once the opening is out may the signal path write the end. */
-    left = carry.len != 0;
-    if (!left)
-        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
-    __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&write_lock);
-    if (left)
-        prof_writer_kick(trace_service);
     return 0;
 fail:
     prof_buf_free(&zbuf);
     prof_gz_free(gz);
     gz = NULL;
-    pthread_mutex_unlock(&write_lock);
     return err;
+}
+
+int prof_trace_file_publish(void)
+{
+    int left = carry.len != 0;
+
+    if (!left)
+        __atomic_store_n(&signal_fd, fd, __ATOMIC_RELAXED);
+    __atomic_store_n(&wstate, W_OPEN, __ATOMIC_RELEASE);
+    return left;
 }
 
 /* The thread that holds WRITING (or ENDED, closing): a signal handler on
@@ -390,9 +354,6 @@ static void write_batch(const char *p, size_t n)
     }
 }
 
-static void trace_abandon(void);
-static void trace_end(void);
-
 /* What the pipe did not take of the opening at open, first (write_lock
  * held): bytes as they go to the file (compressed for gz). */
 static void write_carry(void)
@@ -411,119 +372,17 @@ static void write_carry(void)
     }
 }
 
+int prof_trace_file_write_carry(void)
+{
+    if (carry.len == 0 || fd < 0)
+        return 0;
+    write_carry();
+    return 1;
+}
+
 void prof_trace_out_origin(uint64_t ns)
 {
     __atomic_store_n(&origin_ns, ns, __ATOMIC_RELAXED);
-}
-
-/* Events in a batch of whole lines: each but the file's first begins on a
- * new line, and a newline inside an event is escaped. */
-static uint64_t batch_events(const struct prof_buf *b)
-{
-    uint64_t n = 0;
-
-    for (const char *p = b->data, *end = b->data + b->len;
-         (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
-        n++;
-    return n;
-}
-
-/* prof_writer_wait's test for a program's thread that found the queue
- * full: room for `need` more bytes (or the file is ending). */
-static int queue_room(uint64_t need)
-{
-    int room;
-
-    pthread_mutex_lock(&queue_lock);
-    room = queued + need <= QUEUE_MAX || end_wanted;
-    pthread_mutex_unlock(&queue_lock);
-    return room;
-}
-
-void prof_trace_out_queue(struct prof_buf *b)
-{
-    struct batch *q;
-    static int logged;
-    uint64_t lost;
-    int may_wait, waited = 0;
-
-    if (b->len == 0)
-        return;
-    /* Only the collector (and the writer) must never wait: on another
-     * thread (prof_flush, prof_shutdown's final drain) a full queue is
-     * waited for, bounded (writer.h: a writer that is only late makes
-     * room; a stuck one costs that thread the bound once), and then the
-     * batch is dropped as the collector's would be. */
-    may_wait = !on_collector() && !prof_writer_is_self();
-    pthread_mutex_lock(&queue_lock);
-    while (!end_wanted && queued + b->len > QUEUE_MAX && may_wait && !waited) {
-        pthread_mutex_unlock(&queue_lock);
-        prof_writer_kick(trace_service);
-        prof_writer_wait(queue_room, b->len);
-        waited = 1;
-        pthread_mutex_lock(&queue_lock);
-    }
-    if (end_wanted || queued + b->len > QUEUE_MAX) {
-        /* The writer is behind (a reader that does not read, a slow disk):
-         * the batch is dropped, counted, and said in the file before the
-         * next batch written (write_drop_note). Never the opening: it is
-         * written at open. The text keeps its offset in the count, so
-         * that the writer can put the file back on the formatter's page
-         * placement. */
-        lost = end_wanted ? 0 : batch_events(b);
-        drop_unsaid += lost;
-        drop_total += lost;
-        text_total += b->len;
-        pthread_mutex_unlock(&queue_lock);
-        b->len = 0;
-        b->failed = 0;
-        if (lost != 0) {
-            char shown[PROF_LOG_VALUE_SIZE];
-
-            prof_log_once(&logged, "trace %s: its writer is behind (is the file's reader "
-                          "stopped?); trace events are dropped while it is, and the trace says "
-                          "how many", path_said(shown, path));
-        }
-        return;
-    }
-    if ((q = spare) != NULL) {
-        spare = q->next;
-        nspare--;
-    }
-    pthread_mutex_unlock(&queue_lock);
-    if (q == NULL && (q = calloc(1, sizeof *q)) == NULL) {
-        /* No memory for the queue: the batch is left out, as a full queue
-         * leaves it. */
-        pthread_mutex_lock(&queue_lock);
-        drop_unsaid += batch_events(b);
-        drop_total += batch_events(b);
-        text_total += b->len;
-        pthread_mutex_unlock(&queue_lock);
-        b->len = 0;
-        b->failed = 0;
-        return;
-    }
-    {
-        struct prof_buf empty = q->text;   /* the spare's room */
-        q->text = *b;
-        *b = empty;
-        b->len = 0;
-        b->failed = 0;
-        if (b->data != NULL)
-            b->data[0] = '\0';
-    }
-    q->next = NULL;
-    pthread_mutex_lock(&queue_lock);
-    q->text_at = text_total;
-    text_total += q->text.len;
-    queued_end = text_total;
-    q->dropped_events = drop_unsaid;
-    drop_unsaid = 0;
-    *tail = q;
-    tail = &q->next;
-    queued += q->text.len;
-    pthread_mutex_unlock(&queue_lock);
-    prof_writer_kick(trace_service);
 }
 
 /* Before a batch that follows dropped ones (writer, write_lock held): one
@@ -566,123 +425,14 @@ static void write_drop_note(uint64_t events, uint64_t at)
     write_batch(text, n);
 }
 
-/* Write every queued batch, then the end or the abandon when asked: the
- * writer thread's service (writer.h), also run by prof_flush's thread
- * (prof_trace_out_write). */
-static int trace_service(void)
+void prof_trace_file_write(const char *p, size_t n, uint64_t dropped_events, uint64_t at)
 {
-    int any = 0, end, abandon;
-
-    pthread_mutex_lock(&write_lock);
-    if (carry.len != 0 && fd >= 0) {
-        write_carry();
-        any = 1;
-    }
-    for (;;) {
-        struct batch *q;
-        uint64_t past;
-
-        /* The batch moves between the queue, `writing` and the spares
-         * under the queue's lock, which fork takes: a forked child finds
-         * it in one of them (and LeakSanitizer in none of the others). */
-        pthread_mutex_lock(&queue_lock);
-        if ((q = head) != NULL && (head = q->next) == NULL)
-            tail = &head;
-        if (q != NULL)
-            queued -= q->text.len;
-        writing = q;
-        pthread_mutex_unlock(&queue_lock);
-        if (q == NULL)
-            break;
-        any = 1;
-        __atomic_store_n(&in_write, 1, __ATOMIC_RELAXED);
-        if (fd >= 0 && q->dropped_events != 0)
-            write_drop_note(q->dropped_events, q->text_at);
-        if (fd >= 0)
-            write_batch(q->text.data, q->text.len);
-        __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
-        past = q->text_at + q->text.len;
-        q->text.len = 0;
-        pthread_mutex_lock(&queue_lock);
-        if (past > text_done)
-            text_done = past;
-        if (nspare < SPARES_MAX) {
-            q->next = spare;
-            spare = q;
-            nspare++;
-        } else {
-            prof_buf_free(&q->text);
-            free(q);
-        }
-        writing = NULL;
-        pthread_mutex_unlock(&queue_lock);
-        /* Once text_done is moved: a prof_flush waiting for this batch
-         * (prof_writer_wait) is woken only now, and sees it written. */
-        prof_writer_progress();
-    }
-    pthread_mutex_lock(&queue_lock);
-    end = end_wanted && head == NULL;
-    abandon = abandon_wanted;
-    abandon_wanted = 0;
-    pthread_mutex_unlock(&queue_lock);
-    if (abandon)
-        trace_abandon();
-    if (end) {
-        trace_end();
-        any = 1;
-    }
-    pthread_mutex_unlock(&write_lock);
-    return any;
-}
-
-/* prof_writer_wait's test: the writer has gone past JSON offset target. */
-static int trace_written(uint64_t target)
-{
-    int past;
-
-    pthread_mutex_lock(&queue_lock);
-    past = text_done >= target;
-    pthread_mutex_unlock(&queue_lock);
-    return past;
-}
-
-/* Wake the writer if anything is queued or asked for. */
-static void trace_kick(void)
-{
-    int work;
-
-    pthread_mutex_lock(&queue_lock);
-    work = head != NULL || abandon_wanted || end_wanted;
-    pthread_mutex_unlock(&queue_lock);
-    if (work)
-        prof_writer_kick(trace_service);
-}
-
-int prof_trace_out_write(void)
-{
-    uint64_t target;
-
-    trace_kick();
-    /* The collector hands the queue to the writer thread and goes on; a
-     * program's thread (prof_flush: the trace holds its events when it
-     * returns) waits for the writer to write what is queued now, bounded
-     * (writer.h). */
-    if (on_collector() || prof_writer_is_self())
-        return 0;
-    pthread_mutex_lock(&queue_lock);
-    target = queued_end;
-    pthread_mutex_unlock(&queue_lock);
-    return prof_writer_wait(trace_written, target);
-}
-
-int prof_trace_out_pending(void)
-{
-    int any;
-
-    pthread_mutex_lock(&queue_lock);
-    any = head != NULL;
-    pthread_mutex_unlock(&queue_lock);
-    return any;
+    __atomic_store_n(&in_write, 1, __ATOMIC_RELAXED);
+    if (fd >= 0 && dropped_events != 0)
+        write_drop_note(dropped_events, at);
+    if (fd >= 0)
+        write_batch(p, n);
+    __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
 }
 
 double prof_trace_out_ratio(void)
@@ -701,7 +451,7 @@ int prof_trace_out_failed(void)
 }
 
 /* write_lock held. */
-static void trace_abandon(void)
+void prof_trace_file_abandon(void)
 {
     int expect = W_OPEN;
 
@@ -729,29 +479,11 @@ static void trace_abandon(void)
     }
 }
 
-void prof_trace_out_abandon(void)
-{
-    pthread_mutex_lock(&queue_lock);
-    abandon_wanted = 1;
-    pthread_mutex_unlock(&queue_lock);
-    /* Under the runtime lock, maybe on a program's thread: never waited
-     * for. */
-    trace_kick();
-}
-
-/* The file's end, after the last batch (write_lock held). */
-static void trace_end(void)
+void prof_trace_file_end(uint64_t unsaid, uint64_t total)
 {
     int expect = W_OPEN;
-    uint64_t unsaid, total;
-    struct batch *q;
     char shown[PROF_LOG_VALUE_SIZE];
 
-    pthread_mutex_lock(&queue_lock);
-    unsaid = drop_unsaid;
-    total = drop_total;
-    drop_unsaid = 0;
-    pthread_mutex_unlock(&queue_lock);
     if (fd >= 0 && unsaid != 0)
         write_drop_note(unsaid, UINT64_MAX);
     if (total != 0)
@@ -782,29 +514,11 @@ static void trace_end(void)
     prof_gz_free(gz);
     gz = NULL;
     __atomic_store_n(&in_write, 0, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&queue_lock);
-    while ((q = spare) != NULL) {
-        spare = q->next;
-        prof_buf_free(&q->text);
-        free(q);
-    }
-    nspare = 0;
-    end_wanted = 0;
-    drop_total = 0;
-    /* Closed only now: until here, a new file must not be opened over
-     * this one (prof_trace_out_is_open). */
-    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&queue_lock);
 }
 
-void prof_trace_out_close(void)
+void prof_trace_file_closed(void)
 {
-    pthread_mutex_lock(&queue_lock);
-    end_wanted = 1;
-    pthread_mutex_unlock(&queue_lock);
-    /* Written by the writer thread; the run's end waits for it, bounded
-     * (prof_summary_out_close). */
-    prof_writer_kick(trace_service);
+    __atomic_store_n(&wstate, W_CLOSED, __ATOMIC_RELEASE);
 }
 
 void prof_trace_out_close_from_signal(void)
@@ -838,28 +552,8 @@ void prof_trace_out_close_from_signal(void)
     }
 }
 
-void prof_trace_out_atfork_prepare(void)
+void prof_trace_file_forget(void)
 {
-    pthread_mutex_lock(&queue_lock);
-}
-
-void prof_trace_out_atfork_parent(void)
-{
-    pthread_mutex_unlock(&queue_lock);
-}
-
-void prof_trace_out_atfork_child(void)
-{
-    /* The writer may have been in the middle of a batch in the parent:
-     * its lock is made anew. */
-    pthread_mutex_init(&write_lock, NULL);
-    pthread_mutex_unlock(&queue_lock);
-}
-
-void prof_trace_out_forget(void)
-{
-    struct batch *q, *next;
-
     /* A stream the parent's writer was compressing at the fork is left
      * alone (zlib's state may be torn); everything else is the parent's
      * to write, so it is dropped here. */
@@ -879,25 +573,5 @@ void prof_trace_out_forget(void)
     gz = NULL;
     memset(&zbuf, 0, sizeof zbuf);
     in_write = 0;
-    /* The parent's batches, the one its writer had in hand included, become
-     * this process's spares, unwritten and untouched: freeing them would
-     * copy every page (fork shares them). */
-    if (writing != NULL) {
-        writing->next = head;
-        head = writing;
-        writing = NULL;
-    }
-    for (q = head; q != NULL; q = next) {
-        next = q->next;
-        q->text.len = 0;
-        q->next = spare;
-        spare = q;
-        nspare++;
-    }
-    head = NULL;
-    tail = &head;
-    queued = 0;
-    text_total = queued_end = text_done = drop_unsaid = drop_total = 0;
     carry.len = 0;
-    end_wanted = abandon_wanted = 0;
 }
