@@ -24,6 +24,7 @@
 #include "runtime.h"
 #include "sampler.h"
 #include "selftime.h"
+#include "side.h"
 #include "sink.h"
 #include "stats.h"
 #include "uncovered.h"
@@ -86,48 +87,19 @@ static struct prof_map forget_at;
 
 /* A thread's losses already counted: the drops and refusals of its ring
  * at its last drain (or at a reset, whose losses are forgotten). The
- * drain's side state of the slot (side[PROF_SIDE_DRAIN]), made at its
- * first drain, freed when it is gone. Every thread's are listed: what a
- * forked child forgets, and where leak checkers find them. */
+ * drain's side state of the slot (side.h), made at its first drain. */
 struct drain_thread {
+    struct prof_side side;
     uint64_t dropped_seen, refused_seen;
-    struct prof_thread *thread;
-    struct drain_thread *next, *prev;
 };
-static struct drain_thread *drain_threads;
-
-/* NULL when out of memory. */
-static struct drain_thread *drain_thread(struct prof_thread *t)
-{
-    struct drain_thread *dt = t->side[PROF_SIDE_DRAIN];
-
-    if (dt != NULL || (dt = calloc(1, sizeof *dt)) == NULL)
-        return dt;
-    dt->thread = t;
-    dt->next = drain_threads;
-    if (drain_threads != NULL)
-        drain_threads->prev = dt;
-    drain_threads = dt;
-    t->side[PROF_SIDE_DRAIN] = dt;
-    return dt;
-}
-
-static void drain_thread_free(struct drain_thread *dt)
-{
-    if (dt->prev != NULL)
-        dt->prev->next = dt->next;
-    else
-        drain_threads = dt->next;
-    if (dt->next != NULL)
-        dt->next->prev = dt->prev;
-    dt->thread->side[PROF_SIDE_DRAIN] = NULL;
-    free(dt);
-}
+static struct prof_sides drain_threads = PROF_SIDES_INIT(PROF_SIDE_DRAIN, struct drain_thread);
 
 static void drain_thread_gone(struct prof_thread *t)
 {
-    if (t->side[PROF_SIDE_DRAIN] != NULL)
-        drain_thread_free(t->side[PROF_SIDE_DRAIN]);
+    struct drain_thread *dt = prof_side_of(&drain_threads, t);
+
+    if (dt != NULL)
+        prof_side_free(&drain_threads, dt);
 }
 
 static void drain_ctx_init(struct drain_ctx *dc, struct prof_thread *t)
@@ -372,7 +344,7 @@ static int drain(struct prof_thread *t)
      * written by their thread; once released, the thread may reuse them. */
     struct prof_ring_reader rd;
     struct drain_ctx dc;
-    struct drain_thread *dt = drain_thread(t);
+    struct drain_thread *dt = prof_side_get(&drain_threads, t);
     const prof_record_ *r;
     uint64_t lost, hint, taken = 0;
 
@@ -529,18 +501,13 @@ void prof_drain_tick(uint64_t now_ns)
 void prof_drain_atfork_child(void)
 {
     const struct prof_thread *self = (const struct prof_thread *)prof_thread_self_;
-    struct drain_thread *dt, *next;
+    struct drain_thread *dt;
 
     prof_drain_window_atfork_child();
     prof_map_clear(&forget_at);  /* the parent's threads, gone here */
     /* The caller's losses counted are the parent's. */
-    for (dt = drain_threads; dt != NULL; dt = next) {
-        next = dt->next;
-        if (dt->thread != self)
-            drain_thread_free(dt);
-        else
-            dt->dropped_seen = dt->refused_seen = 0;
-    }
+    if ((dt = prof_side_atfork_child(&drain_threads, self, NULL)) != NULL)
+        dt->dropped_seen = dt->refused_seen = 0;
 }
 
 void prof_collect_forget_locked(void)
@@ -561,7 +528,7 @@ void prof_collect_forget_locked(void)
         if (head != t->hot.tail)
             (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
         t->top_end = t->uncov_short = 0;   /* outside stages: from the next zone */
-        if ((dt = drain_thread(t)) != NULL) {
+        if ((dt = prof_side_get(&drain_threads, t)) != NULL) {
             dt->dropped_seen = prof_ring_dropped(&t->hot);
             dt->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
         }

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "loss.h"
 #include "registry.h"
+#include "side.h"
 #include "sink.h"
 #include "units.h"
 #include "zone.h"
@@ -28,62 +29,29 @@ static uint64_t said_ns;
 #define PROF_LOSS_QUIET_NS (10 * 1000000000ull)
 
 /* A thread's own: the window it last lost records in, made at its first
- * loss (its slot's side[PROF_SIDE_LOSS]; none: 0), freed when it is gone.
- * Every thread's are listed: what a forked child forgets, and where leak
- * checkers find them. */
+ * loss (side.h; none: 0). */
 struct loss_thread {
+    struct prof_side side;
     uint64_t window;
-    struct prof_thread *thread;
-    struct loss_thread *next, *prev;
 };
-static struct loss_thread *loss_threads;
-
-static struct loss_thread *loss_thread(struct prof_thread *t)
-{
-    struct loss_thread *lt = t->side[PROF_SIDE_LOSS];
-
-    if (lt != NULL || (lt = calloc(1, sizeof *lt)) == NULL)
-        return lt;
-    lt->thread = t;
-    lt->next = loss_threads;
-    if (loss_threads != NULL)
-        loss_threads->prev = lt;
-    loss_threads = lt;
-    t->side[PROF_SIDE_LOSS] = lt;
-    return lt;
-}
-
-static void loss_thread_free(struct loss_thread *lt)
-{
-    if (lt->prev != NULL)
-        lt->prev->next = lt->next;
-    else
-        loss_threads = lt->next;
-    if (lt->next != NULL)
-        lt->next->prev = lt->prev;
-    lt->thread->side[PROF_SIDE_LOSS] = NULL;
-    free(lt);
-}
+static struct prof_sides loss_threads = PROF_SIDES_INIT(PROF_SIDE_LOSS, struct loss_thread);
 
 void prof_loss_thread_gone(struct prof_thread *t)
 {
-    if (t->side[PROF_SIDE_LOSS] != NULL)
-        loss_thread_free(t->side[PROF_SIDE_LOSS]);
+    struct loss_thread *lt = prof_side_of(&loss_threads, t);
+
+    if (lt != NULL)
+        prof_side_free(&loss_threads, lt);
 }
 
 void prof_loss_atfork_child(void)
 {
     const struct prof_thread *self = (const struct prof_thread *)prof_thread_self_;
-    struct loss_thread *lt, *next;
 
     /* The caller's stays, with the parent's window number: older than
      * every window of the child's (prof_loss_reset starts a new one), so
      * it has lost nothing in them. */
-    for (lt = loss_threads; lt != NULL; lt = next) {
-        next = lt->next;
-        if (lt->thread != self)
-            loss_thread_free(lt);
-    }
+    (void)prof_side_atfork_child(&loss_threads, self, NULL);
 }
 
 void prof_loss_size(char *buf, size_t size, uint64_t records)
@@ -120,7 +88,7 @@ uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns
         return 0;
     /* Out of memory for its state: counted as a thread new to the
      * window and the run, and its stages not marked. */
-    lt = loss_thread(t);
+    lt = prof_side_get(&loss_threads, t);
     last = lt != NULL ? lt->window : 0;
     new_win = last != window_gen;
     new_run = last == 0;
@@ -156,7 +124,7 @@ uint64_t prof_loss_note(struct prof_thread *t, uint64_t lost, uint64_t behind_ns
 
 int prof_loss_thread_lossy(const struct prof_thread *t)
 {
-    const struct loss_thread *lt = t->side[PROF_SIDE_LOSS];
+    const struct loss_thread *lt = prof_side_of(&loss_threads, t);
 
     return lt != NULL && lt->window == window_gen;
 }

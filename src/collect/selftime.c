@@ -17,7 +17,7 @@ _Static_assert(PROF_SIDES_THREAD_ <= PROF_THREAD_SIDES_, "a thread slot's side s
 /* Every thread's sums, newest first: what a forked child forgets, and
  * where leak checkers find them (the slot that points to them is a
  * mapping, which they do not read). */
-static struct prof_self_thread *self_threads;
+static struct prof_sides self_threads = PROF_SIDES_INIT(PROF_SIDE_SELF, struct prof_self_thread);
 
 /* The state of a thread there was no memory for: room for no depth, and
  * none to grow (prof_self_grow_ refuses it). */
@@ -25,33 +25,17 @@ static struct prof_self_thread no_memory;
 
 struct prof_self_thread *prof_self_thread(struct prof_thread *t)
 {
-    struct prof_self_thread *st = t->side[PROF_SIDE_SELF];
+    struct prof_self_thread *st = prof_side_get(&self_threads, t);
 
-    if (st != NULL)
-        return st;
-    if ((st = calloc(1, sizeof *st)) == NULL)
-        return &no_memory;
-    st->thread = t;
-    st->next = self_threads;
-    if (self_threads != NULL)
-        self_threads->prev = st;
-    self_threads = st;
-    t->side[PROF_SIDE_SELF] = st;
-    return st;
+    return st != NULL ? st : &no_memory;
 }
 
-static void self_thread_free(struct prof_self_thread *st)
+static void self_thread_release(void *side)
 {
-    if (st->prev != NULL)
-        st->prev->next = st->next;
-    else
-        self_threads = st->next;
-    if (st->next != NULL)
-        st->next->prev = st->prev;
+    struct prof_self_thread *st = side;
+
     if (st->child != NULL)
         munmap(st->child, st->cap * sizeof *st->child);
-    st->thread->side[PROF_SIDE_SELF] = NULL;
-    free(st);
 }
 
 /* A GAP record: the children seen so far at every depth ended before the
@@ -165,8 +149,12 @@ int prof_self_lane_zone(struct prof_thread *t, uint32_t lane, uint32_t d, uint64
 /* A thread's sums and its lanes' go with it. */
 void prof_self_thread_gone(struct prof_thread *t)
 {
-    if (t->side[PROF_SIDE_SELF] != NULL)
-        self_thread_free(t->side[PROF_SIDE_SELF]);
+    struct prof_self_thread *st = prof_side_of(&self_threads, t);
+
+    if (st != NULL) {
+        self_thread_release(st);
+        prof_side_free(&self_threads, st);
+    }
     for (size_t i = 0; i < lane_children.cap; i++) {
         if (lane_children.slots[i].key == 0 ||
             lane_children.slots[i].key >> 32 != (uint64_t)t->index + 1)
@@ -183,13 +171,9 @@ void prof_self_thread_gone(struct prof_thread *t)
 void prof_self_atfork_child(void)
 {
     const struct prof_thread *self = (const struct prof_thread *)prof_thread_self_;
-    struct prof_self_thread *st, *next;
+    struct prof_self_thread *st = prof_side_atfork_child(&self_threads, self,
+                                                         self_thread_release);
 
-    for (st = self_threads; st != NULL; st = next) {
-        next = st->next;
-        if (st->thread != self)
-            self_thread_free(st);
-        else if (st->child != NULL)
-            memset(st->child, 0, st->cap * sizeof *st->child);
-    }
+    if (st != NULL && st->child != NULL)
+        memset(st->child, 0, st->cap * sizeof *st->child);
 }

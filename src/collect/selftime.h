@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "registry.h"
+#include "side.h"
 
 /* Per depth, the zones that ended since the last zone one level up (its
  * children, if they lie inside it): their total and span, and the same for
@@ -28,12 +29,11 @@ struct prof_children {
  * (side[PROF_SIDE_SELF]), made on its first drain, freed when it is gone
  * and, for every thread but the caller, in a forked child. */
 struct prof_self_thread {
+    struct prof_side side;                   /* every thread's (side.h) */
     /* Per depth, the zones ended since their parent last ended. Grown to
      * the deepest depth seen (mapped); cap: the depths it has room for. */
     struct prof_children *child;
     uint32_t cap;
-    struct prof_thread *thread;
-    struct prof_self_thread *next, *prev;    /* every thread's (selftime.c) */
 };
 
 /* t's sums, made on the first call: the drain asks once per pass over t,
