@@ -26,20 +26,11 @@ import tempfile
 import threading
 import time
 
+from pipe_reader import read_all
+
 HANG_S = 90.0          # a hang guard, past the program's own alarm
 F_SETPIPE_SZ = 1031    # fcntl.F_SETPIPE_SZ, missing before Python 3.10
 CALLS = 40
-
-
-def read_all(fd, into):
-    """Read fd (blocking) to its end into the list `into`."""
-    os.set_blocking(fd, True)
-    while True:
-        b = os.read(fd, 1 << 16)
-        if not b:
-            break
-        into.append(b)
-    os.close(fd)
 
 
 def run(exe, mode):

@@ -25,6 +25,8 @@ import termios
 import threading
 import time
 
+from pipe_reader import read_all
+
 HANG_S = 60.0          # a hang guard, not a figure: the calls take ms
 F_SETPIPE_SZ = 1031    # fcntl.F_SETPIPE_SZ, missing before Python 3.10
 F_GETPIPE_SZ = 1032    # fcntl.F_GETPIPE_SZ, missing before Python 3.10
@@ -37,17 +39,6 @@ def pipe_bytes(fd):
     buf = array.array('i', [0])
     fcntl.ioctl(fd, termios.FIONREAD, buf, True)
     return buf[0]
-
-
-def read_all(fd, into):
-    """Read fd (blocking) to its end into the list `into`."""
-    os.set_blocking(fd, True)
-    while True:
-        b = os.read(fd, 1 << 16)
-        if not b:
-            break
-        into.append(b)
-    os.close(fd)
 
 
 def run_until_merged(exe, d, args, env, w, seconds):

@@ -12,33 +12,14 @@
 
 #include <prof.h>
 
+#include "../integration/mem_check.h"
+
 static double now_s(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double thread_cpu_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Compute until this thread has used ms of CPU: its CPU-time timer fires
- * in it however busy the machine is. */
-static unsigned long spin_cpu_ms(double ms)
-{
-    volatile unsigned long sink = 0;
-    double end = thread_cpu_ms() + ms;
-
-    while (thread_cpu_ms() < end)
-        for (int i = 0; i < 10000; i++)
-            sink = sink + (unsigned long)i;
-    return sink;
 }
 
 int main(int argc, char **argv)
