@@ -395,7 +395,6 @@ void prof_registry_atfork_child(void)
     self->hot.tail = self->hot.head;
     prof_ring_look_again(&self->hot);
     self->hot.dropped = self->hot.refused = self->hot.gap_dropped = 0;
-    self->top_end = self->uncov_short = 0;   /* the parent's time, not the child's */
     prof_sampler_atfork_child(self);
     /* Its side state is its owners' to reset (prof_drain_atfork_child,
      * prof_loss_atfork_child, prof_trace_forget_parent). */

@@ -76,13 +76,6 @@ struct prof_thread {
     uint64_t flt_own, flt_all;
     long rss_last;
     struct prof_thread *next;    /* registry list; guarded by the runtime lock */
-    /* Collector-private from here on. */
-    /* Time outside every zone (uncovered.h): the latest end of its zones
-     * at depth 0 in ticks (0: none yet), the short spans not yet counted
-     * (ticks), and whether it has stepped (only then is that time
-     * counted). */
-    uint64_t top_end, uncov_short;
-    uint32_t steps;
     /* The collector's own state for this thread (sink.h's PROF_SIDE_*):
      * side[k] belongs to one part of the collect floor or one sink, which
      * allocates it, reads it, and frees it when the thread is gone and in

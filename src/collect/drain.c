@@ -60,6 +60,11 @@ const struct prof_sink *const *prof_sinks = prof_sinks_collect;
 #define MAX_SINKS 8
 struct drain_ctx {
     struct prof_self_thread *self;   /* the thread's children sums */
+    /* Its time outside every zone: the drain's side state's, copied in for
+     * the pass and back at its end (drain_ctx_end), so that the depth-0
+     * zone that reads and writes it costs what a field of the slot cost
+     * (a pointer to it would add a load to every such zone). */
+    struct prof_uncovered uncov;
     const struct prof_sink *zone_sinks[MAX_SINKS];
     int nzone;
     int lossy;
@@ -86,11 +91,13 @@ struct drain_ctx {
 static struct prof_map forget_at;
 
 /* A thread's losses already counted: the drops and refusals of its ring
- * at its last drain (or at a reset, whose losses are forgotten). The
- * drain's side state of the slot (side.h), made at its first drain. */
+ * at its last drain (or at a reset, whose losses are forgotten); its time
+ * outside every zone (uncovered.h). The drain's side state of the slot
+ * (side.h), made at its first drain or reset. */
 struct drain_thread {
     struct prof_side side;
     uint64_t dropped_seen, refused_seen;
+    struct prof_uncovered uncov;
 };
 static struct prof_sides drain_threads = PROF_SIDES_INIT(PROF_SIDE_DRAIN, struct drain_thread);
 
@@ -102,7 +109,7 @@ static void drain_thread_gone(struct prof_thread *t)
         prof_side_free(&drain_threads, dt);
 }
 
-static void drain_ctx_init(struct drain_ctx *dc, struct prof_thread *t)
+static void drain_ctx_init(struct drain_ctx *dc, struct prof_thread *t, struct drain_thread *dt)
 {
     dc->nzone = dc->need_start = 0;
     for (const struct prof_sink *const *k = prof_sinks; *k != NULL; k++)
@@ -112,6 +119,7 @@ static void drain_ctx_init(struct drain_ctx *dc, struct prof_thread *t)
             dc->need_start |= *k != &prof_stats_sink;
         }
     dc->self = prof_self_thread(t);
+    dc->uncov = dt->uncov;
     dc->min_start = UINT64_MAX;
     dc->lossy = prof_loss_thread_lossy(t);
     /* A thread whose timer was never set up, or every thread once the
@@ -123,6 +131,11 @@ static void drain_ctx_init(struct drain_ctx *dc, struct prof_thread *t)
                                                                        (uintptr_t)t)
                                      : 0;
     dc->stale = 0;
+}
+
+static void drain_ctx_end(const struct drain_ctx *dc, struct drain_thread *dt)
+{
+    dt->uncov = dc->uncov;
 }
 
 /* The wall time covers the zones taken since the last call (see
@@ -156,7 +169,7 @@ static void take_uncovered(struct prof_thread *t, uint64_t from, uint64_t to,
     if (from < dc->min_start)
         dc->min_start = from;
     if (to - from < dc->uncov_ticks) {
-        t->uncov_short += to - from;
+        dc->uncov.uncov_short += to - from;
         return;
     }
     if ((e.stage = prof_stats_zone_stage(prof_no_stage, PROF_PATH_ROOT_, &e.node)) == NULL) {
@@ -176,10 +189,10 @@ static void uncovered_flush(struct prof_thread *t, struct drain_ctx *dc)
 {
     struct prof_event e = {.thread = t, .raw = prof_no_stage, .parent = PROF_PATH_ROOT_};
 
-    if (t->uncov_short == 0)
+    if (dc->uncov.uncov_short == 0)
         return;
-    e.dur_ns = e.self_ns = prof_clock_map_delta(&dc->cm, t->uncov_short);
-    t->uncov_short = 0;
+    e.dur_ns = e.self_ns = prof_clock_map_delta(&dc->cm, dc->uncov.uncov_short);
+    dc->uncov.uncov_short = 0;
     if ((e.stage = prof_stats_zone_stage(prof_no_stage, PROF_PATH_ROOT_, &e.node)) == NULL) {
         prof_rt.lost_memory++;
         return;
@@ -206,7 +219,8 @@ static void take_zone(struct prof_thread *t, const prof_record_ *r, struct drain
                      : prof_self_zone(dc->self, e.depth, r->start, r->end, e.dur_ns, &e.self_ns);
     uint64_t from;
 
-    if (e.depth == 0 && e.lane == 0 && !dc->stale && (from = prof_uncovered_zone(t, r->start, r->end)) != 0)
+    if (e.depth == 0 && e.lane == 0 && !dc->stale &&
+        (from = prof_uncovered_zone(&dc->uncov, r->start, r->end)) != 0)
         take_uncovered(t, from, r->start, dc);
 
     /* Its on-CPU samples (sampler.c), which came before it in the ring. */
@@ -288,7 +302,7 @@ static void take_record(struct prof_thread *t, const prof_record_ *r, struct dra
         break;
     case PROF_RECORD_STEP_:
         /* Before the step: a warm-up's end forgets what came before. */
-        if (!dc->stale && (from = prof_uncovered_step(t, r->start, r->depth)) != 0)
+        if (!dc->stale && (from = prof_uncovered_step(&dc->uncov, r->start, r->depth)) != 0)
             take_uncovered(t, from, r->start, dc);
         e.start_ns = prof_clock_map_ns(cm, r->start);
         if (r->end == prof_config_get()->skip_steps)
@@ -374,7 +388,7 @@ static int drain(struct prof_thread *t)
         prof_rt.dropped_window += lost - dt->dropped_seen;
         dt->dropped_seen = lost;
     }
-    drain_ctx_init(&dc, t);
+    drain_ctx_init(&dc, t, dt);
     dc.uncov_ticks = dc.cm.ns_per_tick > 0
                          ? (uint64_t)((double)PROF_UNCOVERED_SLICE_NS / dc.cm.ns_per_tick)
                          : PROF_UNCOVERED_SLICE_NS;
@@ -388,6 +402,7 @@ static int drain(struct prof_thread *t)
             prof_ring_release(&t->hot, rd.tail);
             uncovered_flush(t, &dc);
             wall_flush(&dc);
+            drain_ctx_end(&dc, dt);
             prof_drain_stopped = 1;
             return 1;
         }
@@ -413,6 +428,7 @@ static int drain(struct prof_thread *t)
             rd.head - rd.tail > 0 && rd.head - rd.tail <= t->hot.warm / 4) {
             prof_ring_release(&t->hot, rd.tail);
             wall_flush(&dc);
+            drain_ctx_end(&dc, dt);
             prof_drain_stopped = 1;
             return 1;
         }
@@ -420,6 +436,7 @@ static int drain(struct prof_thread *t)
     prof_ring_release(&t->hot, rd.tail);
     uncovered_flush(t, &dc);
     wall_flush(&dc);
+    drain_ctx_end(&dc, dt);
     if (dc.forget_below != 0 && rd.tail >= dc.forget_below)
         prof_map_put(&forget_at, (uintptr_t)t, NULL);
 
@@ -505,9 +522,12 @@ void prof_drain_atfork_child(void)
 
     prof_drain_window_atfork_child();
     prof_map_clear(&forget_at);  /* the parent's threads, gone here */
-    /* The caller's losses counted are the parent's. */
-    if ((dt = prof_side_atfork_child(&drain_threads, self, NULL)) != NULL)
+    /* The caller's losses counted and its time outside every zone are the
+     * parent's (whether it steps is kept). */
+    if ((dt = prof_side_atfork_child(&drain_threads, self, NULL)) != NULL) {
         dt->dropped_seen = dt->refused_seen = 0;
+        dt->uncov.top_end = dt->uncov.uncov_short = 0;
+    }
 }
 
 void prof_collect_forget_locked(void)
@@ -527,8 +547,10 @@ void prof_collect_forget_locked(void)
          * a reset drained them. */
         if (head != t->hot.tail)
             (void)prof_map_put(&forget_at, (uintptr_t)t, (void *)(uintptr_t)head);
-        t->top_end = t->uncov_short = 0;   /* outside stages: from the next zone */
         if ((dt = prof_side_get(&drain_threads, t)) != NULL) {
+            /* Outside stages: from the next zone. (No memory for its
+             * state: the state made later starts there too.) */
+            dt->uncov.top_end = dt->uncov.uncov_short = 0;
             dt->dropped_seen = prof_ring_dropped(&t->hot);
             dt->refused_seen = __atomic_load_n(&t->hot.refused, __ATOMIC_RELAXED);
         }

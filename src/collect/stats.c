@@ -42,7 +42,8 @@
 
 uint64_t prof_stats_hist_lost;
 
-static struct prof_map by_raw;      /* raw name pointer -> stage */
+static struct prof_map by_raw;      /* raw name pointer -> stage, tagged
+                                       (raw_tag) */
 struct prof_map prof_stats_by_name; /* interned name -> stage */
 struct prof_map prof_stats_nodes;   /* path hash -> node */
 static struct prof_map gpu_by_raw;  /* raw name pointer -> GPU stage */
@@ -52,10 +53,22 @@ static size_t path_hists;           /* prof_path_acc allocated */
 size_t prof_stats_shared_nodes;     /* nodes of stages with more than one */
 uint64_t prof_stats_paths_nohist;   /* nodes past PROF_STATS_PATH_HISTS */
 
-/* What canonical() (stats_private.h) last asked site.c, and its answer
- * (stats.h). */
-const char *prof_stats_site_raw;
-const struct prof_site_ *prof_stats_site;
+/* by_raw keeps site.c's answer with the stage, so that no one asks it
+ * again for the pointer (prof_stats_site): the stage's pointer with its
+ * low bit set when the name pointer is a call site. A site's pointer is
+ * the site (site.h), so the bit is the whole answer. Stages are slab
+ * blocks, 16-aligned. */
+#define RAW_SITE ((uintptr_t)1)
+
+static inline void *raw_tag(struct prof_stage *s, const struct prof_site_ *site)
+{
+    return (void *)((uintptr_t)s | (site != NULL ? RAW_SITE : 0));
+}
+
+static inline struct prof_stage *raw_stage(void *v)
+{
+    return (struct prof_stage *)((uintptr_t)v & ~RAW_SITE);
+}
 
 static void acc_add(struct prof_acc *a, uint64_t dur, uint64_t self)
 {
@@ -112,7 +125,8 @@ static struct prof_stage *stage_create(const char *name, uint32_t flags)
 struct prof_stage *prof_stats_stage(const char *raw, uint32_t flags)
 {
     struct prof_map *cache = (flags & PROF_STAGE_GPU) ? &gpu_by_raw : &by_raw;
-    struct prof_stage *s = prof_map_get(cache, raw ? (uintptr_t)raw : 1);
+    struct prof_stage *s = raw_stage(prof_map_get(cache, raw ? (uintptr_t)raw : 1));
+    const struct prof_site_ *site = NULL;
     const char *name;
 
     if (s != NULL)
@@ -129,14 +143,14 @@ struct prof_stage *prof_stats_stage(const char *raw, uint32_t flags)
         name = prof_intern(tmp);
         free(tmp);
     } else {
-        name = canonical(raw);
+        name = canonical(raw, &site);
     }
     if (name == NULL)
         return NULL;
     s = prof_map_get(&prof_stats_by_name, (uintptr_t)name);
     if (s == NULL && (s = stage_create(name, flags)) == NULL)
         return NULL;
-    if (prof_map_put(cache, raw ? (uintptr_t)raw : 1, s) != 0)
+    if (prof_map_put(cache, raw ? (uintptr_t)raw : 1, raw_tag(s, site)) != 0)
         return NULL;
     return s;
 }
@@ -275,6 +289,15 @@ void prof_stats_gpu_zone(struct prof_stage *gpu, struct prof_stage *cpu, uint64_
      * than its own. */
     gpu->outer_run += dur;
     gpu->outer_win += dur;
+}
+
+const struct prof_site_ *prof_stats_site(const char *raw)
+{
+    uintptr_t v = (uintptr_t)prof_map_get(&by_raw, raw ? (uintptr_t)raw : 1);
+
+    if (v == 0)
+        return prof_site_of(raw);   /* no zone of it taken since the last reset */
+    return (v & RAW_SITE) ? (const struct prof_site_ *)(const void *)raw : NULL;
 }
 
 struct prof_stage *prof_stats_find(const char *name)

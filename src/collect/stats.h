@@ -107,13 +107,13 @@ struct prof_mark {
  * "(null)"); created on first sight. NULL only when out of memory. */
 struct prof_stage *prof_stats_stage(const char *raw_name, uint32_t flags);
 
-/* The last name pointer the statistics asked site.c about (a CPU stage's
- * first sight of it, prof_stats_stage), and the answer: its call site, or
- * NULL (a name). A sink handed the zone whose record made the stage reads
- * the answer here instead of asking again (the trace's call-site
- * category), so a new stage asks site.c once. */
-extern const char *prof_stats_site_raw;
-extern const struct prof_site_ *prof_stats_site;
+/* The call site a zone's name pointer raw stands for, or NULL (a name):
+ * site.c's answer, asked when the pointer first made or found its CPU
+ * stage (prof_stats_stage) and kept with it, so that a sink handed the
+ * zone (the trace's call-site category) does not ask again: site.c is
+ * asked once per new name pointer. A pointer with no zone taken since the
+ * last reset is asked of site.c here. */
+const struct prof_site_ *prof_stats_site(const char *raw);
 
 /* The stage of a zone named raw_name whose enclosing zones' path hash is
  * parent_path, and in *node the path node it adds to (NULL when out of

@@ -32,7 +32,7 @@ static void counter_add(struct prof_counter_acc *a, double v)
 
 void prof_stats_counter(const char *raw, double v)
 {
-    const char *name = canonical(raw);
+    const char *name = canonical(raw, NULL);
     struct prof_counter *c;
 
     if (name == NULL)
@@ -52,7 +52,7 @@ void prof_stats_counter(const char *raw, double v)
 
 void prof_stats_mark(const char *raw)
 {
-    const char *name = canonical(raw);
+    const char *name = canonical(raw, NULL);
     struct prof_mark *m;
 
     if (name == NULL)

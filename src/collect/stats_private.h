@@ -65,12 +65,15 @@ extern size_t prof_stats_shared_nodes;       /* nodes of stages with more than o
 extern uint64_t prof_stats_paths_nohist;     /* nodes past PROF_STATS_PATH_HISTS */
 
 /* A call site's stage is its name's: the sites of one name share it.
- * The question and site.c's answer are kept for the sinks
- * (prof_stats_site_raw, prof_stats_site: stats.h). */
-static inline const char *canonical(const char *raw)
+ * site.c's answer in *site when site is not NULL (the stage cache keeps
+ * it: prof_stats_site, stats.h). */
+static inline const char *canonical(const char *raw, const struct prof_site_ **site)
 {
-    prof_stats_site = prof_site_of(prof_stats_site_raw = raw);
-    raw = prof_stats_site != NULL ? prof_stats_site->name : raw;
+    const struct prof_site_ *s = prof_site_of(raw);
+
+    if (site != NULL)
+        *site = s;
+    raw = s != NULL ? s->name : raw;
     return raw == NULL ? prof_intern("(null)") : prof_intern(raw);
 }
 

@@ -20,37 +20,45 @@
 
 #include <stdint.h>
 
-#include "registry.h"
-
 /* The stage's name; the cross-rank straggler line says "outside stages". */
 extern const char prof_no_stage[];
 
 #define PROF_UNCOVERED_SLICE_NS 10000ull
 
-/* A zone at depth 0 of t's own track, [start, end] in ticks: the start
- * (in ticks) of the uncovered span that ends at its start, or 0 (none, or
- * t does not step). One compare and store for a thread that does not
- * step. */
-static inline uint64_t prof_uncovered_zone(struct prof_thread *t, uint64_t start, uint64_t end)
+/* A thread's time outside every zone, kept by the drain (drain.c's side
+ * state of the thread, zeroed when made): the latest end of its zones at
+ * depth 0 in ticks (0: none yet), the short spans not yet counted
+ * (ticks), and whether it has stepped (only then is that time counted). */
+struct prof_uncovered {
+    uint64_t top_end, uncov_short;
+    uint32_t steps;
+};
+
+/* A zone at depth 0 of the thread's own track, [start, end] in ticks:
+ * the start (in ticks) of the uncovered span that ends at its start, or 0
+ * (none, or the thread does not step). One compare and store for a
+ * thread that does not step. */
+static inline uint64_t prof_uncovered_zone(struct prof_uncovered *u, uint64_t start, uint64_t end)
 {
-    uint64_t from = t->top_end;
+    uint64_t from = u->top_end;
 
     if (end > from)
-        t->top_end = end;
-    return t->steps && from != 0 && start > from ? from : 0;
+        u->top_end = end;
+    return u->steps && from != 0 && start > from ? from : 0;
 }
 
-/* A step record of t at tick `at`, taken with depth zones open: t steps
- * from now on. Outside every zone, the span since the last zone ends at
- * the step and the next one starts there: its start is returned (0: none). */
-static inline uint64_t prof_uncovered_step(struct prof_thread *t, uint64_t at, uint32_t depth)
+/* A step record of the thread at tick `at`, taken with depth zones open:
+ * it steps from now on. Outside every zone, the span since the last zone
+ * ends at the step and the next one starts there: its start is returned
+ * (0: none). */
+static inline uint64_t prof_uncovered_step(struct prof_uncovered *u, uint64_t at, uint32_t depth)
 {
-    uint64_t from = t->top_end;
+    uint64_t from = u->top_end;
 
-    t->steps = 1;
+    u->steps = 1;
     if (depth != 0 || at <= from)
         return 0;
-    t->top_end = at;
+    u->top_end = at;
     return from;
 }
 

@@ -10,7 +10,6 @@
 #include "json.h"
 #include "map.h"
 #include "registry.h"
-#include "site.h"
 #include "sink.h"
 #include "stats.h"
 #include "trace.h"
@@ -97,9 +96,9 @@ static const char *zone_cat(const char *raw)
     if ((a = prof_map_get(&site_cats, (uintptr_t)raw)) != NULL)
         return a;
     a = cat_cpu;
-    /* The statistics asked about this pointer last (a zone whose record
-     * made its stage): their answer. */
-    site = raw == prof_stats_site_raw ? prof_stats_site : prof_site_of(raw);
+    /* The statistics asked site.c when the pointer made or found its
+     * stage: their answer. */
+    site = prof_stats_site(raw);
     if (site != NULL && site->file != NULL) {
         prof_buf_puts(&src, "cpu,src:");
         prof_buf_puts(&src, site->file);
