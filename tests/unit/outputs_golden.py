@@ -12,8 +12,13 @@ time the ring memory took to fault in. A failure prints the diff.
 
 With --gpu the program is outputs_golden_gpu (the GPU paths on the fake
 driver, NVML and CUPTI built for it: outputs_golden_gpu.c), run four times:
-PROF_CUDA=1 and PROF_CUDA=kernels, each with text and JSON summaries; its
-files are gpu.* and kernels.*, the CPU run's text.* and json.*.
+PROF_CUDA=1 and PROF_CUDA=kernels, each with text and JSON summaries (and
+prof-top in the text runs: the live file is the same in both); its files
+are gpu.* and kernels.*, the CPU run's text.* and json.*. It adds no mask:
+what the collector's timing would decide there (when NVML is sampled, in
+which pass a GPU zone arrives, the float milliseconds of the events) the
+program fixes itself (outputs_golden_gpu.c says how); the GPU's memory,
+power and clocks are the fake NVML's, compared as written.
 
     outputs_golden.py PROGRAM [--gpu CUDA_LIB NVML_LIB CUPTI_LIB]
                               compare
@@ -34,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "golden")
 TOP = os.path.join(HERE, "..", "..", "tools", "prof-top")
 
-# (pattern, replacement), applied to every output in this order.
+# (pattern, replacement), applied to every output in this order. The GPU
+# run's outputs get the same, no more.
 MASKS = [
     # JSON keys whose values the run does not fix.
     (re.compile(r'"(pid|tid|ns_pid|id|host|unix_time|time|start_ticks|pid_namespace|'

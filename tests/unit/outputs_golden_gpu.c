@@ -14,9 +14,10 @@
  * zone "forward" on stream a (gemm, relu), a CUDA zone "h2d" on stream b
  * (a memcpy, overlapping forward's kernels), a CUDA zone "optimizer" on
  * stream a (a memset and adam, queued behind forward's), then a CPU stage
- * "sync" until the GPU is done. Step 4 adds a zone "flaky" whose event
- * record fails (PROF_CUDA=1: a GPU side lost, said once); after the last
- * step a kernel runs outside every zone ("(no zone)" with kernels).
+ * "sync" until the GPU is done; steps run back to back. Step 4 adds a
+ * zone "flaky" whose event record fails (PROF_CUDA=1: a GPU side lost,
+ * said once); after the last step a kernel runs outside every zone ("(no
+ * zone)" with kernels).
  * PROF_SUMMARY_EVERY=3steps: two periodic summaries; NVML's utilization
  * and memory change after the first. Then, as outputs_golden.c: a second
  * past the live view's last tick, the demand summaries, prof_stats_list,
