@@ -130,8 +130,10 @@ static void nvml_wait(void)
         nvml_want++;                    /* one device */
         nvml_due_ns = now + NVML_PERIOD_NS;
     }
-    for (int i = 0; i < 2000 && nvml_samples() < nvml_want; i++)
+    for (int i = 0; i < 2000 && nvml_samples() < nvml_want; i++) {
+        wake_collector();
         usleep(5000);
+    }
     CHECK_MSG(nvml_samples() == nvml_want, "NVML sampled %llu times, not %llu",
               nvml_samples(), nvml_want);
 }
