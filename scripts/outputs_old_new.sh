@@ -4,8 +4,9 @@
 # (a duration's or a size's unit too),
 # runs of spaces made one, histograms made H and the trace's lines taken
 # as a set (how many of each the run's timing decides). For a refactor of
-# the output floor: tests/unit/outputs_golden compares the CPU paths byte
-# for byte, but the fake GPU runs on the real clock.
+# the output floor: tests/unit/outputs_golden and outputs_golden_gpu
+# compare this tree's outputs with golden files byte for byte; this
+# compares an older commit's library with this tree's.
 #
 #     scripts/outputs_old_new.sh OLD [BUILD]
 #

@@ -10,9 +10,21 @@ What the run cannot fix is masked first, and only that (MASKS below): the
 pid, thread ids, the host, the realtime clock, the process's memory and the
 time the ring memory took to fault in. A failure prints the diff.
 
-    outputs_golden.py PROGRAM            compare
-    outputs_golden.py PROGRAM --update   rewrite tests/unit/golden/ (then
-                                         read the diff in git before committing)
+With --gpu the program is outputs_golden_gpu (the GPU paths on the fake
+driver, NVML and CUPTI built for it: outputs_golden_gpu.c), run four times:
+PROF_CUDA=1 and PROF_CUDA=kernels, each with text and JSON summaries (and
+prof-top in the text runs: the live file is the same in both); its files
+are gpu.* and kernels.*, the CPU run's text.* and json.*. It adds no mask:
+what the collector's timing would decide there (when NVML is sampled, in
+which pass a GPU zone arrives, the float milliseconds of the events) the
+program fixes itself (outputs_golden_gpu.c says how); the GPU's memory,
+power and clocks are the fake NVML's, compared as written.
+
+    outputs_golden.py PROGRAM [--gpu CUDA_LIB NVML_LIB CUPTI_LIB]
+                              compare
+    ... --update              rewrite this program's files in
+                              tests/unit/golden/ (then read the diff in git
+                              before committing)
 """
 import difflib
 import json
@@ -27,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "golden")
 TOP = os.path.join(HERE, "..", "..", "tools", "prof-top")
 
-# (pattern, replacement), applied to every output in this order.
+# (pattern, replacement), applied to every output in this order. The GPU
+# run's outputs get the same, no more.
 MASKS = [
     # JSON keys whose values the run does not fix.
     (re.compile(r'"(pid|tid|ns_pid|id|host|unix_time|time|start_ticks|pid_namespace|'
@@ -39,13 +52,16 @@ MASKS = [
     # How often the live file was published: once more when the collector
     # saw the clock at the start.
     (re.compile(r'"(publishes|seq)": \d+'), r'"\1": @'),
-    # The trace's memory counter: its value is the process's.
-    (re.compile(r'("name":"[^"]*(?:RSS|rss|memory)[^"]*"[^\n]*"args":\{"[^"]*":)[0-9.e+-]+'),
-     r'\1@'),
+    # The trace's memory counter: its value is the process's (a GPU's,
+    # the fake NVML's, is the run's).
+    (re.compile(r'("name":"(?!GPU )[^"]*(?:RSS|rss|memory)[^"]*"[^\n]*"args":\{"[^"]*":)'
+                r'[0-9.e+-]+'), r'\1@'),
     # The text header: pid, host, resident memory.
     (re.compile(r'\bpid \d+'), 'pid @'),
     (re.compile(r'(\bpid=)\d+'), r'\1@'),
-    (re.compile(r'\b(rss|peak) [0-9.]+ [KMGT]?i?B( \(run [0-9.]+ [KMGT]?i?B\))?'), r'\1 @B'),
+    # (A GPU's "memory 1024 MiB (peak 3072 MiB)" is the fake NVML's.)
+    (re.compile(r'(?<!\()\b(rss|peak) [0-9.]+ [KMGT]?i?B( \(run [0-9.]+ [KMGT]?i?B\))?'),
+     r'\1 @B'),
     (re.compile(r'\(to [0-9.]+ [KMGT]?i?B\)'), '(to @B)'),
     (re.compile(r', [0-9.]+ [KMGT]?i?B \(run\)'), ', @B (run)'),
     (re.compile(r'\bhost \S+'), 'host @'),
@@ -77,8 +93,10 @@ def trace_lines(text):
     return "\n".join(rest + ["(the RSS counters)"] + rss) + "\n"
 
 
-def run(prog, workdir, fmt):
-    out = os.path.join(workdir, fmt)
+def run(prog, workdir, name, fmt, extra, live=True):
+    """One run of prog; its outputs named name.FILE; with live, prof-top's
+    reading of its live file too."""
+    out = os.path.join(workdir, name)
     os.mkdir(out)
     env = dict(os.environ)
     for k in list(env):
@@ -93,7 +111,9 @@ def run(prog, workdir, fmt):
         "PROF_TRACE": os.path.join(out, "trace.json"),
         "PROF_METRICS": os.path.join(out, "metrics.prom"),
     })
-    env["GOLDEN_LIVE"] = "1"
+    env.update(extra)
+    if live:
+        env["GOLDEN_LIVE"] = "1"
     p = subprocess.Popen([prog, out], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     live = {}
     ready = os.path.join(out, "ready")
@@ -104,7 +124,7 @@ def run(prog, workdir, fmt):
         for mode in ("--once", "--json"):
             t = subprocess.run([sys.executable, TOP, str(p.pid), mode], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, timeout=60)
-            live["%s.top%s" % (fmt, mode.replace("--", "."))] = mask(t.stdout.decode("utf-8"))
+            live["%s.top%s" % (name, mode.replace("--", "."))] = mask(t.stdout.decode("utf-8"))
         open(os.path.join(out, "go"), "w").close()
     try:
         stdout, stderr = p.communicate(timeout=120)
@@ -112,43 +132,60 @@ def run(prog, workdir, fmt):
         p.kill()
         stdout, stderr = p.communicate()
     if p.returncode != 0:
-        sys.exit("outputs_golden exited %d\nstdout:\n%s\nstderr:\n%s"
-                 % (p.returncode, stdout.decode(errors="replace"),
+        sys.exit("%s (%s) exited %d\nstdout:\n%s\nstderr:\n%s"
+                 % (os.path.basename(prog), name, p.returncode, stdout.decode(errors="replace"),
                     stderr.decode(errors="replace")))
     files = {}
-    for name in sorted(os.listdir(out)):
-        with open(os.path.join(out, name), "rb") as f:
+    for fname in sorted(os.listdir(out)):
+        with open(os.path.join(out, fname), "rb") as f:
             raw = f.read()
         # prof's outputs are UTF-8, or this fails; stats.txt holds the API's
         # names as the program gave them.
-        text = raw.decode("utf-8", "backslashreplace" if name == "stats.txt" else "strict")
-        if name == "trace.json":
+        text = raw.decode("utf-8", "backslashreplace" if fname == "stats.txt" else "strict")
+        if fname == "trace.json":
             json.loads(text)    # strict JSON, or the test fails here
             text = trace_lines(mask(text))
-        files["%s.%s" % (fmt, name)] = mask(text)
-    files["%s.stderr" % fmt] = mask(stderr.decode("utf-8"))
+        files["%s.%s" % (name, fname)] = mask(text)
+    files["%s.stderr" % name] = mask(stderr.decode("utf-8"))
     files.update(live)
     return files
 
 
 def main():
-    prog = sys.argv[1]
-    update = "--update" in sys.argv[2:]
+    args = sys.argv[1:]
+    prog = args.pop(0)
+    update = "--update" in args
+    if "--gpu" in args:
+        i = args.index("--gpu")
+        cuda, nvml, cupti = args[i + 1:i + 4]
+        libs = {"PROF_CPU": "0", "PROF_CUDA_LIB": cuda, "PROF_NVML_LIB": nvml,
+                "PROF_CUPTI_LIB": cupti}
+        # The live file does not depend on the summaries' format: prof-top
+        # (seconds a reading) reads it in the text runs only.
+        runs = [("gpu.text", "text", dict(libs, PROF_CUDA="1"), True),
+                ("gpu.json", "json", dict(libs, PROF_CUDA="1"), False),
+                ("kernels.text", "text", dict(libs, PROF_CUDA="kernels"), True),
+                ("kernels.json", "json", dict(libs, PROF_CUDA="kernels"), False)]
+    else:
+        runs = [("text", "text", {}, True), ("json", "json", {}, True)]
+    # This program's files in GOLDEN: the other program's are not its.
+    prefixes = tuple(r[0] + "." for r in runs)
     with tempfile.TemporaryDirectory() as d:
         got = {}
-        for fmt in ("text", "json"):
-            got.update(run(prog, d, fmt))
+        for name, fmt, extra, live in runs:
+            got.update(run(prog, d, name, fmt, extra, live))
     if update:
         os.makedirs(GOLDEN, exist_ok=True)
         for old in os.listdir(GOLDEN):
-            os.unlink(os.path.join(GOLDEN, old))
+            if old.startswith(prefixes):
+                os.unlink(os.path.join(GOLDEN, old))
         for name, text in got.items():
             with open(os.path.join(GOLDEN, name), "w", encoding="utf-8") as f:
                 f.write(text)
         print("wrote %d files to %s" % (len(got), GOLDEN))
         return
     want = {n: open(os.path.join(GOLDEN, n), encoding="utf-8").read()
-            for n in sorted(os.listdir(GOLDEN))}
+            for n in sorted(os.listdir(GOLDEN)) if n.startswith(prefixes)}
     bad = 0
     for name in sorted(set(want) | set(got)):
         if name not in got:
