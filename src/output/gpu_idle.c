@@ -11,7 +11,12 @@
  * less the busy union), less its children's (they ended before it, per
  * thread, as in selftime.c), is added to its stage: the stage a launcher
  * was in, itself, while the GPU had nothing to do. The summary names the
- * stage with the largest share of the idle time.
+ * stage with the largest share of the idle time. The time a stepping
+ * thread spends outside every zone ("(no stage)", uncovered.h) comes as a
+ * zone at depth 0 just before the next top-level zone, after that zone's
+ * children: it has no children and is no parent's, so it takes its whole
+ * overlap and leaves the sums alone (taking them made the next top-level
+ * zone's children's idle time count again as the zone's own).
  *
  * Threads: every call runs with the runtime lock held (one thread at a
  * time). */
@@ -25,6 +30,7 @@
 #include "gpu_track.h"
 #include "registry.h"
 #include "sink.h"
+#include "uncovered.h"
 
 #define GPU_CPU_ZONES 16384         /* launchers' CPU zones held until a summary */
 #define GPU_DEPTH 64                /* deeper CPU zones are left out of the check */
@@ -42,6 +48,7 @@ struct held {
     struct prof_stage *stage;
     uint64_t a, b;
     uint32_t depth;
+    int uncovered;              /* "(no stage)": no child, no parent */
 };
 
 static struct held *held;
@@ -137,6 +144,10 @@ static void settle(size_t n, struct prof_gpu_track *tracks, int ntracks, uint64_
         k = &tracks[g->track];
         if (b > a)
             ov = (b - a) - prof_spans_busy(&k->sp, a, b);
+        if (h->uncovered) {
+            idle_add(&k->idle_win, h->stage, ov);
+            continue;
+        }
         self = ov > g->child[h->depth + 1] ? ov - g->child[h->depth + 1] : 0;
         g->child[h->depth + 1] = 0;
         g->child[h->depth] += ov;
@@ -191,6 +202,7 @@ void prof_gpu_idle_zone(const struct prof_event *e, struct prof_gpu_track *track
     held[nheld].a = e->start_ns;
     held[nheld].b = e->start_ns + e->dur_ns;
     held[nheld].depth = e->depth;
+    held[nheld].uncovered = e->raw == prof_no_stage;
     nheld++;
 }
 

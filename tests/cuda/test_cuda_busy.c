@@ -14,6 +14,10 @@
  * gpubound     5 ms kernels kept queued: busy over 85%, no check
  * streams      data 6 ms, then 2 ms on stream a and 3 ms on stream b at
  *              once: the device 50% (the union), streams ~33% and ~50%
+ * stepped      as starving, each iteration a zone "train" around data and
+ *              the CUDA zone, after prof_step() and 1 ms outside every
+ *              zone: the idle time is still data's, not train's (the
+ *              time outside stages, "(no stage)", is not train's child)
  * nocheck      as starving with PROF_GPU_CHECK=0: the busy line only
  * nvml_present, nvml_missing, nvml_initfail, nvml_readfail, nvml_off:
  *              as starving, with NVML there (utilization 41% beside the
@@ -549,6 +553,24 @@ int main(int argc, char **argv)
         CHECK(strstr(json, "\"source\":\"driver\"") != NULL);
         CHECK(gpus_number("peak_bytes") == 3072.0 * 1048576.0);
         CHECK(gpus_number("used_bytes") == 1536.0 * 1048576.0);
+        LOG_EXPECT_NONE();
+        return 0;
+    }
+    if (strcmp(mode, "stepped") == 0) {
+        n = 0;
+        for (int i = 0; i < 60; i++) {
+            prof_step();
+            sleep_ns(1 * MS);
+            {
+                PROF_ZONE("train");
+                n += loop(&f, s, "data", 8 * MS, 2 * MS, 1);
+            }
+        }
+        summaries(w + n, "data");
+        gpu_line(line, sizeof line);
+        kern[0] = n * 2 * MS;
+        check_timeline(&f, &s, 1, kern, "data", 1);
+        expect_no(line, "of it in train");
         LOG_EXPECT_NONE();
         return 0;
     }
