@@ -53,6 +53,24 @@ int golden_clock_gettime(clockid_t id, struct timespec *ts)
     return clock_gettime(id, ts);
 }
 
+/* The clock moves to T0 + t microseconds, never back: each program's
+ * own (the GPU run's moves it with the runtime lock held). */
+static void at(uint64_t t_us);
+
+static uint64_t now_us(void)
+{
+    return (__atomic_load_n(&fake_ns, __ATOMIC_RELAXED) - T0) / 1000u;
+}
+
+/* A CPU zone of dur_us starting now; the clock ends at its end. */
+static void zone(const char *name, uint64_t dur_us)
+{
+    prof_zone z = prof_zone_begin(name);
+
+    at(now_us() + dur_us);
+    prof_zone_end(&z);
+}
+
 /* The on-CPU sampler's timers (src/capture/sampler.c), renamed like the
  * clock: made and armed, never firing. */
 int golden_timer_create(clockid_t id, struct sigevent *ev, timer_t *timer);

@@ -68,20 +68,6 @@ static void at(uint64_t t_us)
     __atomic_store_n(&fake_ns, ns, __ATOMIC_RELEASE);
 }
 
-static uint64_t now_us(void)
-{
-    return (__atomic_load_n(&fake_ns, __ATOMIC_RELAXED) - T0) / 1000u;
-}
-
-/* A zone of dur_us starting now; the clock ends at its end. */
-static void zone(const char *name, uint64_t dur_us)
-{
-    prof_zone z = prof_zone_begin(name);
-
-    at(now_us() + dur_us);
-    prof_zone_end(&z);
-}
-
 #define LONG_NAME "a stage whose name is longer than the table's forty-eight columns"
 
 static void *loader(void *arg)

@@ -160,20 +160,6 @@ static void at(uint64_t t_us)
     nvml_wait();
 }
 
-static uint64_t now_us(void)
-{
-    return (__atomic_load_n(&fake_ns, __ATOMIC_RELAXED) - T0) / 1000u;
-}
-
-/* A CPU zone of dur_us starting now; the clock ends at its end. */
-static void zone(const char *name, uint64_t dur_us)
-{
-    prof_zone z = prof_zone_begin(name);
-
-    at(now_us() + dur_us);
-    prof_zone_end(&z);
-}
-
 /* Work of dur_us queued on a stream (kind: a kernel, memcpy or memset). */
 static void launch(CUstream s, uint64_t dur_us, int kind, const char *name)
 {
