@@ -24,7 +24,14 @@ def rows_by_path(snap):
     return {r["path"]: r for r in snap["rows"]}
 
 
+# Under ThreadSanitizer the shadow of the memory touched is resident too
+# (64 MiB touched read 192 MiB): at least what was touched.
+TSAN = os.environ.get("PROF_TEST_SANITIZER", "none") == "thread"
+
+
 def near_64mib(n):
+    if n is not None and TSAN:
+        return n >= 0.9 * 64 * MIB
     return n is not None and abs(n - 64 * MIB) <= 0.10 * 64 * MIB
 
 
